@@ -1,0 +1,58 @@
+# gputok: the one entry point. `make test` and `make serve` each do all their own set-up.
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: help setup build lint format test test-fast bench bench-quick serve gpu-check unicode-tables gpt2-files clean
+
+help:
+	@echo "make setup      venv, system and Python deps, build (idempotent)"
+	@echo "make test       set-up, lint, the whole pytest suite (what CI runs)"
+	@echo "make test-fast  the suite without slow and end-to-end tests"
+	@echo "make serve      set-up, then tritonserver on 127.0.0.1 with model_repository/"
+	@echo "make bench      CPU benchmark vs tiktoken, HF, gigatoken -> docs/benchmarks.md"
+	@echo "make lint       ruff + clang-format checks;  make format  rewrites"
+	@echo "make gpu-check  build, exactness and benchmarks on a GPU machine (scripts/gpu_check.sh)"
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/clang-format --dry-run -Werror $$(git ls-files 'backend_src/csrc/*.h' 'backend_src/csrc/*.cpp' 'backend_src/csrc/*.cu' 'backend_src/csrc/*.cuh' 'backend_src/bindings/*.cpp' | grep -v unicode_tables.h)
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/clang-format -i $$(git ls-files 'backend_src/csrc/*.h' 'backend_src/csrc/*.cpp' 'backend_src/csrc/*.cu' 'backend_src/csrc/*.cuh' 'backend_src/bindings/*.cpp' | grep -v unicode_tables.h)
+
+test: setup lint
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not e2e" $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) bench/bench_cpu.py
+
+bench-quick: setup
+	$(PY) bench/bench_cpu.py --quick
+
+serve: setup
+	$(PY) -m gputok.serve $(SERVE_ARGS)
+
+gpu-check:
+	bash scripts/gpu_check.sh
+
+unicode-tables: setup
+	$(PY) backend_src/tools/gen_unicode_tables.py
+
+gpt2-files: setup
+	$(PY) backend_src/tools/regen_gpt2_files.py --out-dir .cache/gpt2
+
+clean:
+	rm -rf backend_src/build .cache/gpt2

@@ -1,0 +1,329 @@
+// The one bindings file: converts types, releases the GIL, translates exceptions. No logic.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../csrc/decode.h"
+#include "../csrc/encoder.h"
+#include "../csrc/gpu_encoder.h"
+#include "../csrc/merge.h"
+#include "../csrc/pretokenize.h"
+#include "../csrc/vocab.h"
+
+namespace py = pybind11;
+using namespace gputok;
+
+namespace {
+
+// Python text -> UTF-8 bytes without copying. A str's UTF-8 form is cached by CPython on
+// the object, so the view stays valid while `keep` holds the objects. A str with lone
+// surrogates cannot be UTF-8: tiktoken's fix-up (through UTF-16 with "replace") applies.
+struct Texts {
+  std::vector<TextInput> inputs;
+  std::vector<py::object> keep;
+};
+
+TextInput to_input(const py::handle& obj, std::vector<py::object>& keep) {
+  if (PyUnicode_Check(obj.ptr())) {
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(obj.ptr(), &size);
+    if (data == nullptr) {
+      PyErr_Clear();
+      py::object fixed =
+          obj.attr("encode")("utf-16", "surrogatepass").attr("decode")("utf-16", "replace");
+      keep.push_back(fixed);
+      data = PyUnicode_AsUTF8AndSize(fixed.ptr(), &size);
+      if (data == nullptr) throw py::error_already_set();
+    }
+    return TextInput{std::string_view(data, size_t(size)), true};
+  }
+  if (PyBytes_Check(obj.ptr())) {
+    return TextInput{
+        std::string_view(PyBytes_AS_STRING(obj.ptr()), size_t(PyBytes_GET_SIZE(obj.ptr()))), false};
+  }
+  if (PyByteArray_Check(obj.ptr()) || PyMemoryView_Check(obj.ptr())) {
+    py::object copy = py::reinterpret_steal<py::object>(PyBytes_FromObject(obj.ptr()));
+    if (!copy) throw py::error_already_set();
+    keep.push_back(copy);
+    return TextInput{
+        std::string_view(PyBytes_AS_STRING(copy.ptr()), size_t(PyBytes_GET_SIZE(copy.ptr()))),
+        false};
+  }
+  throw py::type_error(std::string("expected str or bytes, got ") + Py_TYPE(obj.ptr())->tp_name);
+}
+
+Texts to_texts(const py::sequence& seq) {
+  Texts t;
+  t.inputs.reserve(seq.size());
+  t.keep.push_back(seq);
+  for (const auto& item : seq) t.inputs.push_back(to_input(item, t.keep));
+  return t;
+}
+
+// Moves a vector into a numpy array without copying: the capsule owns the vector.
+template <typename T>
+py::array_t<T> to_numpy(std::vector<T>&& v) {
+  auto* heap = new std::vector<T>(std::move(v));
+  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>({py::ssize_t(heap->size())}, {py::ssize_t(sizeof(T))}, heap->data(), owner);
+}
+
+Utf8Policy to_policy(const std::string& errors) {
+  if (errors == "strict") return Utf8Policy::kStrict;
+  if (errors == "replace") return Utf8Policy::kReplace;
+  throw py::value_error("errors must be 'strict' or 'replace', got '" + errors + "'");
+}
+
+Algorithm to_algorithm(const std::string& name) {
+  if (name == "per_word") return Algorithm::kPerWord;
+  if (name == "blockbpe") return Algorithm::kBlockBpe;
+  if (name == "blockbpe_optimized") return Algorithm::kBlockBpeOptimized;
+  throw py::value_error("algorithm must be 'per_word', 'blockbpe' or 'blockbpe_optimized', got '" +
+                        name + "'");
+}
+
+std::vector<std::string> to_token_list(const py::sequence& tokens) {
+  std::vector<std::string> out;
+  out.reserve(tokens.size());
+  for (const auto& t : tokens) out.push_back(t.cast<std::string>());
+  return out;
+}
+
+std::vector<SpecialToken> to_specials(const py::dict& specials) {
+  std::vector<SpecialToken> out;
+  for (const auto& kv : specials)
+    out.push_back({kv.first.cast<std::string>(), kv.second.cast<int32_t>()});
+  return out;
+}
+
+// A tokenizer core: the vocabulary, the CPU encoder and, on device="cuda", a GPU encoder.
+class Core {
+ public:
+  Core(std::shared_ptr<const Vocab> vocab, const std::string& device, int device_id,
+       size_t pool_limit, bool gpu_pretokenize)
+      : vocab_(vocab), encoder_(vocab) {
+    if (device == "cuda") {
+      GpuOptions o;
+      o.device_id = device_id;
+      o.pool_limit_bytes = pool_limit;
+      o.gpu_pretokenize = gpu_pretokenize;
+      gpu_ = std::make_unique<GpuEncoder>(vocab, o);
+    } else if (device != "cpu") {
+      throw py::value_error("device must be 'cpu' or 'cuda', got '" + device + "'");
+    }
+  }
+
+  py::tuple encode_flat(const py::sequence& texts, const std::vector<int32_t>& allowed,
+                        const std::vector<int32_t>& disallowed, const std::string& errors,
+                        int num_threads, const std::string& algorithm) {
+    Texts t = to_texts(texts);
+    const SpecialPolicy policy{allowed, disallowed};
+    const Utf8Policy utf8 = to_policy(errors);
+    const Algorithm alg = to_algorithm(algorithm);
+    EncodeResult r;
+    {
+      py::gil_scoped_release release;
+      if (gpu_) {
+        std::lock_guard<std::mutex> lock(gpu_mu_);
+        r = encoder_.encode_batch_gpu(*gpu_, alg, t.inputs, policy, utf8);
+      } else {
+        r = encoder_.encode_batch(t.inputs, policy, utf8, num_threads);
+      }
+    }
+    return py::make_tuple(to_numpy(std::move(r.ids)), to_numpy(std::move(r.offsets)), r.kernel_ms);
+  }
+
+  // One text, ids as a list: the latency path of encode()/encode_ordinary() on the CPU.
+  py::list encode_list(const py::handle& text, const std::vector<int32_t>& allowed,
+                       const std::vector<int32_t>& disallowed, const std::string& errors,
+                       const std::string& algorithm) {
+    std::vector<py::object> keep;
+    std::vector<TextInput> inputs{to_input(text, keep)};
+    const SpecialPolicy policy{allowed, disallowed};
+    const Utf8Policy utf8 = to_policy(errors);
+    const Algorithm alg = to_algorithm(algorithm);
+    EncodeResult r;
+    {
+      py::gil_scoped_release release;
+      if (gpu_) {
+        std::lock_guard<std::mutex> lock(gpu_mu_);
+        r = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8);
+      } else {
+        r = encoder_.encode_batch(inputs, policy, utf8, 1);
+      }
+    }
+    py::list out(r.ids.size());
+    for (size_t i = 0; i < r.ids.size(); ++i) out[i] = py::int_(r.ids[i]);
+    return out;
+  }
+
+  py::bytes decode_bytes(
+      const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& ids) {
+    std::string out;
+    {
+      py::gil_scoped_release release;
+      gputok::decode_bytes(*vocab_, ids.data(), size_t(ids.size()), out);
+    }
+    return py::bytes(out);
+  }
+
+  py::dict gpu_counters() const {
+    py::dict d;
+    if (!gpu_) return d;
+    const GpuCounters c = gpu_->counters();
+    d["device_allocs"] = c.device_allocs;
+    d["pinned_allocs"] = c.pinned_allocs;
+    d["launches"] = c.launches;
+    d["device_bytes"] = c.device_bytes;
+    return d;
+  }
+
+  void set_pool_limit(size_t bytes) {
+    if (!gpu_) throw py::value_error("set_pool_limit needs device='cuda'");
+    std::lock_guard<std::mutex> lock(gpu_mu_);
+    gpu_->set_pool_limit(bytes);
+  }
+
+  void set_gpu_pretokenize(bool on) {
+    if (!gpu_) throw py::value_error("gpu_pretokenize needs device='cuda'");
+    std::lock_guard<std::mutex> lock(gpu_mu_);
+    gpu_->set_gpu_pretokenize(on);
+  }
+
+  bool on_gpu() const { return gpu_ != nullptr; }
+
+ private:
+  std::shared_ptr<const Vocab> vocab_;
+  Encoder encoder_;
+  std::unique_ptr<GpuEncoder> gpu_;
+  std::mutex gpu_mu_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "gputok native core (C++17, optional CUDA)";
+
+  auto vocab_error = py::register_exception<VocabError>(m, "VocabError", PyExc_ValueError);
+  py::register_exception<DeviceMemoryError>(m, "DeviceMemoryError", PyExc_MemoryError);
+  py::register_exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
+  py::register_exception<Utf8Error>(m, "Utf8Error", PyExc_ValueError);
+  py::register_exception<DisallowedSpecialError>(m, "DisallowedSpecialError", PyExc_ValueError);
+  (void)vocab_error;
+
+  m.def("cuda_available", [] {
+    std::string why;
+    const bool ok = cuda_available(&why);
+    return py::make_tuple(ok, why);
+  });
+
+  py::class_<Vocab, std::shared_ptr<Vocab>>(m, "Vocab")
+      .def_static(
+          "from_ranks",
+          [](const py::sequence& tokens, const py::dict& specials) {
+            auto t = to_token_list(tokens);
+            auto s = to_specials(specials);
+            py::gil_scoped_release release;
+            return std::make_shared<Vocab>(Vocab::from_ranks(std::move(t), std::move(s)));
+          },
+          py::arg("tokens"), py::arg("specials"))
+      .def_static(
+          "from_merges",
+          [](const py::sequence& tokens,
+             const std::vector<std::pair<std::string, std::string>>& merges,
+             const py::dict& specials) {
+            auto t = to_token_list(tokens);
+            auto s = to_specials(specials);
+            py::gil_scoped_release release;
+            return std::make_shared<Vocab>(Vocab::from_merges(std::move(t), merges, std::move(s)));
+          },
+          py::arg("tokens"), py::arg("merges"), py::arg("specials"))
+      .def_property_readonly("n_vocab", &Vocab::n_vocab)
+      .def_property_readonly("n_pairs", &Vocab::n_pairs)
+      .def_property_readonly("table_capacity", [](const Vocab& v) { return v.pair_keys().size(); })
+      .def("pair",
+           [](const Vocab& v, uint32_t left, uint32_t right) -> py::object {
+             const uint64_t value = pair_lookup(v.pair_view(), left, right);
+             if (value == kEmptyKey) return py::none();
+             return py::make_tuple(pair_merged(value), pair_rank(value));
+           })
+      .def("token_bytes",
+           [](const Vocab& v, int64_t id) {
+             try {
+               return py::bytes(std::string(v.token_bytes(id)));
+             } catch (const std::out_of_range& e) {
+               throw py::value_error(e.what());
+             }
+           })
+      .def("pieces",
+           [](const Vocab&, const py::bytes& text) {
+             // Pretokenization alone, for tests: list of (start, length).
+             std::string s = text;
+             std::vector<Piece> pieces;
+             pretokenize(unicode_table(), reinterpret_cast<const uint8_t*>(s.data()), s.size(),
+                         pieces);
+             py::list out;
+             for (const auto& p : pieces) out.append(py::make_tuple(p.start, p.len));
+             return out;
+           })
+      .def("merge_reference",
+           [](const Vocab& v, const py::bytes& piece) {
+             std::string s = piece;
+             if (s.empty()) throw py::value_error("empty piece");
+             std::vector<int32_t> out;
+             merge_piece_reference(v.view(), reinterpret_cast<const uint8_t*>(s.data()), s.size(),
+                                   out);
+             return out;
+           })
+      .def("merge", [](const Vocab& v, const py::bytes& piece) {
+        std::string s = piece;
+        if (s.empty()) throw py::value_error("empty piece");
+        std::vector<int32_t> out;
+        MergeScratch scratch;
+        {
+          py::gil_scoped_release release;
+          merge_piece(v.view(), reinterpret_cast<const uint8_t*>(s.data()), s.size(), out, scratch);
+        }
+        return out;
+      });
+
+  m.def("char_class", [](uint32_t cp) {
+    if (cp > kMaxCodepoint) throw py::value_error("code point out of range");
+    return int(char_class(unicode_table(), cp));
+  });
+  m.def("utf8_replace", [](const py::bytes& b) {
+    std::string s = b;
+    return py::bytes(utf8_replace_invalid(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
+  });
+  m.def("utf8_first_invalid", [](const py::bytes& b) {
+    std::string s = b;
+    return utf8_first_invalid(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  });
+
+  py::class_<Core>(m, "Core")
+      .def(py::init<std::shared_ptr<const Vocab>, const std::string&, int, size_t, bool>(),
+           py::arg("vocab"), py::arg("device") = "cpu", py::arg("device_id") = 0,
+           py::arg("pool_limit") = 0, py::arg("gpu_pretokenize") = true)
+      .def("encode_flat", &Core::encode_flat, py::arg("texts"), py::arg("allowed"),
+           py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"), py::arg("algorithm"))
+      .def("encode_list", &Core::encode_list, py::arg("text"), py::arg("allowed"),
+           py::arg("disallowed"), py::arg("errors"), py::arg("algorithm"))
+      .def("decode_bytes", &Core::decode_bytes)
+      .def("gpu_counters", &Core::gpu_counters)
+      .def("set_pool_limit", &Core::set_pool_limit)
+      .def("set_gpu_pretokenize", &Core::set_gpu_pretokenize)
+      .def_property_readonly("on_gpu", &Core::on_gpu);
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const std::out_of_range& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+}

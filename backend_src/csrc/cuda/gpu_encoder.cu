@@ -1,0 +1,355 @@
+// GpuEncoder (gpu_encoder.h): host orchestration of the CUDA path.
+//
+// One call: the segments are cut into units (a segment longer than kChunkTarget is split at
+// is_safe_split positions, which keeps pieces, and therefore ids, unchanged), units are
+// grouped into chunks of about kChunkTarget bytes, and each chunk runs
+//   pinned staging -> H2D -> [pretokenize, merge, compact] -> D2H count + ends -> D2H ids
+// on the encoder's own stream. Buffers come from one device arena and two pinned buffers
+// that only grow (pool.cuh), so steady-state calls make no cudaMalloc/cudaHostAlloc.
+// Kernel time is measured with CUDA events around the kernels of each chunk and summed.
+//
+// Performance notes: a chunk costs 5-7 launches and two host syncs (the token count must be
+// known before the ids can be copied). Device memory per chunk is about 16 bytes per byte
+// of text (32 with blockbpe_optimized's scratch).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "common.cuh"
+#include "device_tables.cuh"
+#include "gpu_encoder.h"
+#include "kernels.cuh"
+#include "pool.cuh"
+#include "pretokenize.h"
+
+namespace gputok {
+
+using namespace cuda_detail;
+
+namespace {
+
+constexpr size_t kChunkTarget = size_t(64) << 20;  // bytes of text per chunk
+constexpr size_t kMaxChunk = size_t(1) << 31;      // 32-bit offsets and positions
+
+struct Unit {
+  size_t seg;
+  size_t begin, end;  // byte range inside the segment
+  bool last;          // closes its segment
+};
+
+// memcpy spread over a few threads when it is large (staging a big batch).
+void parallel_copy(const std::vector<std::pair<const char*, size_t>>& src, char* dst) {
+  size_t total = 0;
+  for (auto& s : src) total += s.second;
+  unsigned hw = std::thread::hardware_concurrency();
+  unsigned nt = std::min<unsigned>(hw ? hw : 1, 8);
+  if (total < (size_t(8) << 20) || nt <= 1) {
+    for (auto& s : src) {
+      std::memcpy(dst, s.first, s.second);
+      dst += s.second;
+    }
+    return;
+  }
+  // Split the byte range [0, total) evenly; each thread copies its slice of every source.
+  std::vector<std::thread> th;
+  for (unsigned t = 0; t < nt; ++t) {
+    const size_t lo = total * t / nt, hi = total * (t + 1) / nt;
+    th.emplace_back([&, lo, hi] {
+      size_t off = 0;
+      for (auto& s : src) {
+        const size_t a = std::max(lo, off), b = std::min(hi, off + s.second);
+        if (a < b) std::memcpy(dst + a, s.first + (a - off), b - a);
+        off += s.second;
+        if (off >= hi) break;
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+}
+
+void parallel_copy_out(const int32_t* src, size_t count, int32_t* dst) {
+  unsigned hw = std::thread::hardware_concurrency();
+  unsigned nt = std::min<unsigned>(hw ? hw : 1, 8);
+  if (count < (size_t(2) << 20) || nt <= 1) {
+    std::memcpy(dst, src, count * sizeof(int32_t));
+    return;
+  }
+  std::vector<std::thread> th;
+  for (unsigned t = 0; t < nt; ++t) {
+    const size_t lo = count * t / nt, hi = count * (t + 1) / nt;
+    th.emplace_back([=] { std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(int32_t)); });
+  }
+  for (auto& t : th) t.join();
+}
+
+}  // namespace
+
+bool cuda_available(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (why) *why = std::string("no CUDA device: ") + cudaGetErrorString(e);
+    return false;
+  }
+  if (count == 0) {
+    if (why) *why = "no CUDA device: cudaGetDeviceCount returned 0";
+    return false;
+  }
+  return true;
+}
+
+struct GpuEncoder::Impl {
+  std::shared_ptr<const Vocab> vocab;
+  GpuOptions opt;
+  int n_sms = 0;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t ev0 = nullptr, ev1 = nullptr;
+  DeviceTables tables;
+  DeviceArena arena;
+  PinnedBuffer pin_in, pin_out;
+  GpuCounters counters;
+  std::vector<Piece> pieces;  // CPU pretokenization scratch
+
+  ~Impl() {
+    cudaSetDevice(opt.device_id);
+    if (stream) cudaStreamSynchronize(stream);
+    arena.release();
+    pin_in.release();
+    pin_out.release();
+    tables.release();
+    if (ev0) cudaEventDestroy(ev0);
+    if (ev1) cudaEventDestroy(ev1);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  float run_chunk(const std::vector<std::string_view>& segments, const Unit* units, size_t n_units,
+                  Algorithm algorithm, std::vector<int32_t>& ids, std::vector<int64_t>& ends);
+};
+
+GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
+  std::string why;
+  if (!cuda_available(&why)) throw CudaError(why);
+  if (!vocab) throw CudaError("GpuEncoder needs a vocabulary");
+  auto impl = std::make_unique<Impl>();
+  impl->vocab = std::move(vocab);
+  impl->opt = options;
+  GPUTOK_CUDA(cudaSetDevice(options.device_id));
+  GPUTOK_CUDA(cudaDeviceGetAttribute(&impl->n_sms, cudaDevAttrMultiProcessorCount, options.device_id));
+  GPUTOK_CUDA(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  GPUTOK_CUDA(cudaEventCreate(&impl->ev0));
+  GPUTOK_CUDA(cudaEventCreate(&impl->ev1));
+  impl->tables.build(*impl->vocab, impl->counters.device_allocs);
+  impl_ = std::move(impl);
+}
+
+GpuEncoder::~GpuEncoder() = default;
+
+void GpuEncoder::set_gpu_pretokenize(bool on) { impl_->opt.gpu_pretokenize = on; }
+
+void GpuEncoder::set_pool_limit(size_t bytes) {
+  impl_->opt.pool_limit_bytes = bytes;
+  if (bytes && impl_->arena.capacity() > bytes) {
+    GPUTOK_CUDA(cudaSetDevice(impl_->opt.device_id));
+    GPUTOK_CUDA(cudaStreamSynchronize(impl_->stream));
+    impl_->arena.release();
+  }
+}
+
+GpuCounters GpuEncoder::counters() const {
+  GpuCounters c = impl_->counters;
+  c.device_bytes = impl_->arena.capacity();
+  return c;
+}
+
+int GpuEncoder::device_id() const { return impl_->opt.device_id; }
+
+float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorithm algorithm,
+                         std::vector<int32_t>& ids, std::vector<int64_t>& ends) {
+  Impl& I = *impl_;
+  GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
+  // Units: segments, long ones split at safe positions.
+  std::vector<Unit> units;
+  units.reserve(segments.size());
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const auto* t = reinterpret_cast<const uint8_t*>(segments[s].data());
+    const size_t len = segments[s].size();
+    size_t pos = 0;
+    while (len - pos > kChunkTarget) {
+      size_t cut = 0;
+      for (size_t i = pos + kChunkTarget; i > pos; --i)
+        if (is_safe_split(t, i)) {
+          cut = i;
+          break;
+        }
+      if (!cut)
+        for (size_t i = pos + kChunkTarget + 1; i < len; ++i)
+          if (is_safe_split(t, i)) {
+            cut = i;
+            break;
+          }
+      if (!cut) break;
+      units.push_back(Unit{s, pos, cut, false});
+      pos = cut;
+    }
+    units.push_back(Unit{s, pos, len, true});
+  }
+  float ms = 0.0f;
+  size_t i = 0;
+  while (i < units.size()) {
+    size_t j = i, bytes = 0;
+    while (j < units.size()) {
+      const size_t ul = units[j].end - units[j].begin;
+      if (j > i && bytes + ul > kChunkTarget) break;
+      bytes += ul;
+      ++j;
+    }
+    if (bytes >= kMaxChunk)
+      throw DeviceMemoryError("a single piece of " + std::to_string(bytes) +
+                              " bytes is over the GPU path's 2 GiB chunk limit");
+    ms += I.run_chunk(segments, units.data() + i, j - i, algorithm, ids, ends);
+    i = j;
+  }
+  return ms;
+}
+
+float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments, const Unit* units,
+                                  size_t n_units, Algorithm algorithm, std::vector<int32_t>& ids,
+                                  std::vector<int64_t>& ends) {
+  size_t n64 = 0;
+  for (size_t u = 0; u < n_units; ++u) n64 += units[u].end - units[u].begin;
+  const uint32_t n = uint32_t(n64);
+  const int64_t base = int64_t(ids.size());
+  if (n == 0) {
+    for (size_t u = 0; u < n_units; ++u)
+      if (units[u].last) ends.push_back(base);
+    return 0.0f;
+  }
+  const bool gpu_pretok = opt.gpu_pretokenize;
+  // CPU pretokenization (option): pieces found here, merged there.
+  std::vector<std::pair<const char*, size_t>> src;
+  src.reserve(n_units);
+  std::vector<uint32_t> unit_off(n_units + 1);
+  {
+    uint32_t off = 0;
+    for (size_t u = 0; u < n_units; ++u) {
+      unit_off[u] = off;
+      const auto& U = units[u];
+      src.emplace_back(segments[U.seg].data() + U.begin, U.end - U.begin);
+      off += uint32_t(U.end - U.begin);
+    }
+    unit_off[n_units] = off;
+  }
+  uint32_t n_pieces_host = 0;
+  if (!gpu_pretok) {
+    pieces.clear();
+    const UnicodeTableView uni = unicode_table();
+    for (size_t u = 0; u < n_units; ++u)
+      pretokenize(uni, reinterpret_cast<const uint8_t*>(src[u].first), src[u].second, pieces,
+                  unit_off[u]);
+    n_pieces_host = uint32_t(pieces.size());
+  }
+
+  // Device layout for this chunk.
+  const bool optimized = algorithm == Algorithm::kBlockBpeOptimized;
+  const size_t cub_bytes = cub_temp_bytes(n);
+  auto layout = [&](Carver& cv, ChunkDev& c) {
+    c.text = cv.take<uint8_t>(n + 16);
+    c.unit_off = cv.take<uint32_t>(n_units + 1);
+    c.unit_start = cv.take<uint8_t>(n + 16);
+    c.piece_flag = cv.take<uint8_t>(n + 16);
+    c.piece_starts = cv.take<uint32_t>(size_t(n) + 1);
+    c.counters = cv.take<uint32_t>(16);
+    c.long_cap = n / (kShortPiece + 1) + 1;
+    c.long_list = cv.take<uint32_t>(c.long_cap);
+    c.tok = cv.take<int32_t>(size_t(n) + 1);
+    c.aux = cv.take<int32_t>(size_t(n) + 1);
+    c.scratch = optimized ? cv.take<int32_t>(size_t(n) * 4) : nullptr;
+    c.unit_ends = cv.take<uint32_t>(n_units);
+    c.cub_temp = cv.take<char>(cub_bytes);
+    c.cub_bytes = cub_bytes;
+    c.ids_out = reinterpret_cast<int32_t*>(c.piece_starts);
+    c.n = n;
+    c.n_units = uint32_t(n_units);
+  };
+  ChunkDev c;
+  {
+    Carver measure(nullptr);
+    layout(measure, c);
+    arena.ensure(measure.used(), opt.pool_limit_bytes, counters.device_allocs);
+  }
+  Carver cv(arena.base());
+  layout(cv, c);
+
+  // Stage input: text (+16 zero bytes), unit offsets, CPU pieces.
+  const size_t in_text = (size_t(n) + 16 + 15) & ~size_t(15);
+  const size_t in_bytes = in_text + (n_units + 1) * 4 + 4 + size_t(n_pieces_host) * 4;
+  pin_in.ensure(in_bytes, counters.pinned_allocs);
+  char* hin = pin_in.base();
+  parallel_copy(src, hin);
+  std::memset(hin + n, 0, in_text - n);
+  std::memcpy(hin + in_text, unit_off.data(), (n_units + 1) * 4);
+  GPUTOK_CUDA(cudaMemcpyAsync(const_cast<uint8_t*>(c.text), hin, in_text, cudaMemcpyHostToDevice, stream));
+  GPUTOK_CUDA(cudaMemcpyAsync(const_cast<uint32_t*>(c.unit_off), hin + in_text, (n_units + 1) * 4,
+                              cudaMemcpyHostToDevice, stream));
+  GPUTOK_CUDA(cudaMemsetAsync(c.counters, 0, 16 * sizeof(uint32_t), stream));
+  if (!gpu_pretok) {
+    uint32_t* hp = reinterpret_cast<uint32_t*>(hin + in_text + (n_units + 1) * 4);
+    hp[0] = n_pieces_host;
+    for (uint32_t p = 0; p < n_pieces_host; ++p) hp[1 + p] = pieces[p].start;
+    GPUTOK_CUDA(cudaMemcpyAsync(c.counters, hp, 4, cudaMemcpyHostToDevice, stream));
+    GPUTOK_CUDA(cudaMemcpyAsync(c.piece_starts, hp + 1, size_t(n_pieces_host) * 4,
+                                cudaMemcpyHostToDevice, stream));
+  }
+
+  GPUTOK_CUDA(cudaEventRecord(ev0, stream));
+  int launches = 0;
+  if (gpu_pretok)
+    launches += launch_pretokenize(c, tables.unicode(), stream);
+  else
+    launches += launch_flags_from_pieces(c, n_pieces_host, stream);
+  const VocabView v = tables.vocab();
+  switch (algorithm) {
+    case Algorithm::kPerWord:
+      launches += launch_merge_per_word(c, v, n_sms, stream);
+      break;
+    case Algorithm::kBlockBpe:
+      launches += launch_merge_blockbpe(c, v, false, n_sms, stream);
+      break;
+    case Algorithm::kBlockBpeOptimized:
+      launches += launch_merge_blockbpe(c, v, true, n_sms, stream);
+      break;
+  }
+  launches += launch_compact(c, stream);
+  GPUTOK_CUDA(cudaEventRecord(ev1, stream));
+  counters.launches += uint64_t(launches);
+
+  // Output: counters and unit ends first (the token count sizes the ids copy).
+  const size_t head = 64 + n_units * 4;
+  pin_out.ensure(head, counters.pinned_allocs);
+  GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.counters, 16 * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+  GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base() + 64, c.unit_ends, n_units * 4, cudaMemcpyDeviceToHost, stream));
+  GPUTOK_CUDA(cudaStreamSynchronize(stream));
+  const uint32_t total = reinterpret_cast<const uint32_t*>(pin_out.base())[2];
+  std::vector<uint32_t> unit_ends(n_units);
+  std::memcpy(unit_ends.data(), pin_out.base() + 64, n_units * 4);
+  if (total > n) throw CudaError("GPU encoder produced more tokens than bytes");
+  if (total) {
+    pin_out.ensure(size_t(total) * 4, counters.pinned_allocs);
+    GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.ids_out, size_t(total) * 4, cudaMemcpyDeviceToHost, stream));
+  }
+  GPUTOK_CUDA(cudaStreamSynchronize(stream));
+  float ms = 0.0f;
+  GPUTOK_CUDA(cudaEventElapsedTime(&ms, ev0, ev1));
+  const size_t old = ids.size();
+  ids.resize(old + total);
+  parallel_copy_out(reinterpret_cast<const int32_t*>(pin_out.base()), total, ids.data() + old);
+  for (size_t u = 0; u < n_units; ++u)
+    if (units[u].last) ends.push_back(base + int64_t(unit_ends[u]));
+  return ms;
+}
+
+}  // namespace gputok

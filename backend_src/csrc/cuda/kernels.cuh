@@ -1,0 +1,79 @@
+// gputok CUDA path: the device-side stages and the buffers they share for one chunk of text.
+//
+// Pipeline of one chunk (all on the encoder's stream, no host sync in between):
+//   pretokenize.cu   mark unit (segment) starts, flag GPT-2 piece starts per byte, select
+//                    the flagged offsets into a piece list (cub::DeviceSelect)
+//   merge_*.cu       BPE inside each piece; every piece writes its ids at the front of its
+//                    own byte range of `tok` and -1 over the rest, so order is positional
+//   pretokenize.cu   compact: exclusive scan of (tok >= 0), scatter ids, per-unit ends
+// The piece list and `tok` are indexed by byte offset, so no stage needs to know how many
+// tokens another produced: that is what keeps the launches free of host round trips.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "types.h"
+
+namespace gputok {
+namespace cuda_detail {
+
+// Device pointers for one chunk; all carved out of the encoder's pool (gpu_encoder.cu).
+struct ChunkDev {
+  const uint8_t* text = nullptr;   // n bytes (+16 zero padding)
+  uint32_t n = 0;
+  const uint32_t* unit_off = nullptr;  // n_units + 1 offsets; unit_off[n_units] == n
+  uint32_t n_units = 0;
+  uint8_t* unit_start = nullptr;   // n + 1 flags: 1 where a unit starts, and at n
+  uint8_t* piece_flag = nullptr;   // n flags: 1 where a GPT-2 piece starts
+  uint32_t* piece_starts = nullptr;  // up to n + 1 offsets (selected piece starts)
+  uint32_t* counters = nullptr;    // [0] pieces, [1] long pieces, [2] total tokens
+  uint32_t* long_list = nullptr;   // piece indices handled cooperatively
+  uint32_t long_cap = 0;
+  int32_t* tok = nullptr;          // n: ids at the front of each piece's range, -1 elsewhere
+  int32_t* aux = nullptr;          // n + 1: merge scratch, then the scan of token flags
+  int32_t* scratch = nullptr;      // n: extra merge scratch (blockbpe algorithms)
+  uint8_t* bytes_scratch = nullptr;  // n: per-element flags for long pieces
+  int32_t* ids_out = nullptr;      // n: the compacted ids (aliases piece_starts)
+  uint32_t* unit_ends = nullptr;   // n_units: tokens before each unit's end
+  void* cub_temp = nullptr;
+  size_t cub_bytes = 0;
+};
+
+// Every launcher enqueues on `stream`, checks cudaGetLastError after each launch, and
+// returns the number of kernels it launched (GpuCounters::launches).
+size_t cub_temp_bytes(uint32_t n);
+int launch_pretokenize(const ChunkDev& c, UnicodeTableView uni, cudaStream_t stream);
+int launch_flags_from_pieces(const ChunkDev& c, uint32_t n_pieces, cudaStream_t stream);
+int launch_merge_per_word(const ChunkDev& c, VocabView v, int n_sms, cudaStream_t stream);
+int launch_merge_blockbpe(const ChunkDev& c, VocabView v, bool optimized, int n_sms,
+                          cudaStream_t stream);
+int launch_compact(const ChunkDev& c, cudaStream_t stream);
+
+// Shared by the merge kernels.
+__device__ __forceinline__ uint32_t lookup_rank(VocabView v, uint32_t a, uint32_t b) {
+  return pair_rank(pair_lookup(v.pairs, a, b));
+}
+
+// First index in sorted starts[0, count) with starts[i] >= x (count if none).
+__device__ __forceinline__ uint32_t lower_bound_u32(const uint32_t* starts, uint32_t count,
+                                                    uint32_t x) {
+  uint32_t lo = 0, hi = count;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi) >> 1;
+    if (starts[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+// Pieces of at most this many bytes are merged by one thread with tiktoken's own loop;
+// longer ones go to the warp-cooperative pass algorithm (merge_per_word.cu).
+constexpr int kShortPiece = 32;
+
+}  // namespace cuda_detail
+}  // namespace gputok

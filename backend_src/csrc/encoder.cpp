@@ -1,0 +1,445 @@
+// The batch encoder. Work flows as: texts -> units (ordinary byte ranges, cut at safe
+// split points into <= kChunkBytes, and special tokens) -> items (runs of units of about
+// kItemBytes) -> threads. Items write their own id buffers; one final pass concatenates
+// them and derives each text's offsets, so the result never depends on the thread count.
+//
+// Performance notes (2-core dev machine, ci corpus, see docs/benchmarks.md for the dated
+// table): ~60% of pieces are whole tokens (one probe of the vocabulary index), most of the
+// rest hit the per-thread pretoken cache; only cache misses run merge_piece.
+#include "encoder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <exception>
+
+#include "merge.h"
+#include "pretokenize.h"
+
+namespace gputok {
+
+namespace {
+
+constexpr size_t kChunkBytes = 64 * 1024;  // long texts split here for threads (and the GPU)
+constexpr size_t kItemBytes = 32 * 1024;   // work per scheduling item
+constexpr size_t kCacheMaxPiece = 255;     // longer pieces are rare; not worth caching
+
+std::string hex_byte(uint8_t b) {
+  static const char* digits = "0123456789abcdef";
+  return std::string("0x") + digits[b >> 4] + digits[b & 15];
+}
+
+// Pretoken cache: piece bytes -> ids, open addressing over flat arenas. Cleared wholesale
+// when full, which keeps it O(1) and bounded (~3 MB per thread).
+class PieceCache {
+ public:
+  PieceCache() { clear(); }
+
+  const int32_t* find(const uint8_t* key, size_t len, uint64_t h, size_t* n_ids) const {
+    size_t slot = h & kMask;
+    for (;;) {
+      const Entry& e = slots_[slot];
+      if (e.ids_len == 0) return nullptr;
+      if (e.hash == h && e.key_len == len && std::memcmp(&keys_[e.key_off], key, len) == 0) {
+        *n_ids = e.ids_len;
+        return &ids_[e.ids_off];
+      }
+      slot = (slot + 1) & kMask;
+    }
+  }
+
+  void insert(const uint8_t* key, size_t len, uint64_t h, const int32_t* ids, size_t n_ids) {
+    if (used_ * 2 >= kSlots || keys_.size() + len > kArenaBytes) clear();
+    size_t slot = h & kMask;
+    while (slots_[slot].ids_len != 0) slot = (slot + 1) & kMask;
+    Entry& e = slots_[slot];
+    e.hash = h;
+    e.key_off = uint32_t(keys_.size());
+    e.key_len = uint16_t(len);
+    e.ids_off = uint32_t(ids_.size());
+    e.ids_len = uint16_t(n_ids);
+    keys_.insert(keys_.end(), key, key + len);
+    ids_.insert(ids_.end(), ids, ids + n_ids);
+    ++used_;
+  }
+
+ private:
+  static constexpr size_t kSlots = 1 << 16;
+  static constexpr size_t kMask = kSlots - 1;
+  static constexpr size_t kArenaBytes = 1 << 21;
+  struct Entry {
+    uint64_t hash;
+    uint32_t key_off, ids_off;
+    uint16_t key_len, ids_len;
+  };
+  void clear() {
+    slots_.assign(kSlots, Entry{0, 0, 0, 0, 0});
+    keys_.clear();
+    ids_.clear();
+    keys_.reserve(kArenaBytes);
+    used_ = 0;
+  }
+  std::vector<Entry> slots_;
+  std::vector<uint8_t> keys_;
+  std::vector<int32_t> ids_;
+  size_t used_ = 0;
+};
+
+}  // namespace
+
+struct Worker {
+  MergeScratch scratch;
+  PieceCache cache;
+  std::vector<int32_t> tmp;
+};
+
+// ---------------------------------------------------------------------------
+Utf8Error::Utf8Error(size_t text_index_, size_t offset_, uint8_t byte_)
+    : std::runtime_error("invalid UTF-8 in text " + std::to_string(text_index_) +
+                         " at byte offset " + std::to_string(offset_) + " (byte " +
+                         hex_byte(byte_) + "); pass errors='replace' to substitute U+FFFD"),
+      text_index(text_index_),
+      offset(offset_),
+      byte(byte_) {}
+
+DisallowedSpecialError::DisallowedSpecialError(size_t text_index_, const std::string& token_)
+    : std::runtime_error(
+          "Encountered text corresponding to disallowed special token '" + token_ + "' in text " +
+          std::to_string(text_index_) +
+          ".\nIf you want this text to be encoded as a special token, pass it to "
+          "`allowed_special`, e.g. `allowed_special={'" +
+          token_ +
+          "', ...}`.\nIf you want this "
+          "text to be encoded as normal text, disable the check for this token by passing "
+          "`disallowed_special=(enc.special_tokens_set - {'" +
+          token_ +
+          "'})`.\nTo disable this "
+          "check for all special tokens, pass `disallowed_special=()`."),
+      text_index(text_index_),
+      token(token_) {}
+
+// ---------------------------------------------------------------------------
+ThreadPool::ThreadPool(size_t threads) {
+  for (size_t i = 1; i < threads; ++i) workers_.emplace_back([this] { loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::loop() {
+  size_t seen = 0;
+  for (;;) {
+    const std::function<void(size_t)>* fn;
+    size_t n;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_threads_ > 0); });
+      if (stop_) return;
+      seen = generation_;
+      --job_threads_;
+      fn = job_;
+      n = job_n_;
+    }
+    for (size_t i; (i = next_.fetch_add(1)) < n;) (*fn)(i);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--active_ == 0) done_cv_.notify_all();
+  }
+}
+
+void ThreadPool::parallel_for(size_t n, size_t threads, const std::function<void(size_t)>& fn) {
+  threads = std::min({threads, size(), n});
+  if (threads <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &fn;
+    job_n_ = n;
+    job_threads_ = threads - 1;
+    active_ = threads - 1;
+    next_.store(0);
+    ++generation_;
+  }
+  cv_.notify_all();
+  for (size_t i; (i = next_.fetch_add(1)) < n;) fn(i);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return active_ == 0; });
+  job_threads_ = 0;
+}
+
+// ---------------------------------------------------------------------------
+struct Encoder::Unit {
+  uint32_t text;
+  int32_t special;  // -1 for ordinary text
+  std::string_view bytes;
+};
+
+struct Encoder::Prepared {
+  std::deque<std::string> storage;  // repaired texts (errors="replace")
+  std::vector<Unit> units;
+};
+
+Encoder::Encoder(std::shared_ptr<const Vocab> vocab) : vocab_(std::move(vocab)) {}
+Encoder::~Encoder() = default;
+
+Worker* Encoder::acquire() const {
+  std::lock_guard<std::mutex> lock(workers_mu_);
+  if (free_workers_.empty()) {
+    all_workers_.push_back(std::make_unique<Worker>());
+    return all_workers_.back().get();
+  }
+  Worker* w = free_workers_.back();
+  free_workers_.pop_back();
+  return w;
+}
+
+void Encoder::release(Worker* w) const {
+  std::lock_guard<std::mutex> lock(workers_mu_);
+  free_workers_.push_back(w);
+}
+
+void Encoder::prepare(const std::vector<TextInput>& texts, const SpecialPolicy& policy,
+                      Utf8Policy utf8, Prepared& p) const {
+  const auto& specials = vocab_->specials();
+  auto special_text = [&](int32_t id) -> const std::string* {
+    for (const auto& s : specials)
+      if (s.id == id) return &s.text;
+    return nullptr;
+  };
+  std::vector<const std::string*> allowed, disallowed;
+  for (int32_t id : policy.allowed)
+    if (const auto* t = special_text(id)) allowed.push_back(t);
+  for (int32_t id : policy.disallowed)
+    if (const auto* t = special_text(id)) disallowed.push_back(t);
+
+  p.units.reserve(texts.size());
+  for (size_t ti = 0; ti < texts.size(); ++ti) {
+    std::string_view text = texts[ti].bytes;
+    if (!texts[ti].known_valid) {
+      const auto* data = reinterpret_cast<const uint8_t*>(text.data());
+      const size_t bad = utf8_first_invalid(data, text.size());
+      if (bad < text.size()) {
+        if (utf8 == Utf8Policy::kStrict) throw Utf8Error(ti, bad, data[bad]);
+        p.storage.push_back(utf8_replace_invalid(data, text.size()));
+        text = p.storage.back();
+      }
+    }
+    for (const std::string* d : disallowed)
+      if (text.find(*d) != std::string_view::npos) throw DisallowedSpecialError(ti, *d);
+
+    auto emit_ordinary = [&](std::string_view seg) {
+      const auto* data = reinterpret_cast<const uint8_t*>(seg.data());
+      size_t start = 0;
+      while (seg.size() - start > kChunkBytes) {
+        size_t cut = start + kChunkBytes;
+        while (cut < seg.size() && !is_safe_split(data, cut)) ++cut;
+        if (cut >= seg.size()) break;
+        p.units.push_back(Unit{uint32_t(ti), -1, seg.substr(start, cut - start)});
+        start = cut;
+      }
+      if (start < seg.size()) p.units.push_back(Unit{uint32_t(ti), -1, seg.substr(start)});
+    };
+    size_t start = 0;
+    while (!allowed.empty()) {
+      size_t best = std::string_view::npos;
+      const std::string* best_tok = nullptr;
+      for (const std::string* a : allowed) {
+        const size_t at = text.find(*a, start);
+        if (at < best) {
+          best = at;
+          best_tok = a;
+        }
+      }
+      if (best == std::string_view::npos) break;
+      if (best > start) emit_ordinary(text.substr(start, best - start));
+      int32_t id = -1;
+      for (const auto& s : specials)
+        if (&s.text == best_tok) id = s.id;
+      p.units.push_back(Unit{uint32_t(ti), id, std::string_view()});
+      start = best + best_tok->size();
+    }
+    if (start < text.size()) emit_ordinary(text.substr(start));
+  }
+}
+
+void Encoder::encode_segment(Worker& w, std::string_view text, std::vector<int32_t>& out) const {
+  const UnicodeTableView uni = unicode_table();
+  const VocabView v = vocab_->view();
+  const bool whole = vocab_->whole_piece_lookup();
+  const auto* data = reinterpret_cast<const uint8_t*>(text.data());
+  const size_t n = text.size();
+  size_t pos = 0;
+  while (pos < n) {
+    const size_t len = next_piece(uni, data, n, pos);
+    const uint8_t* piece = data + pos;
+    pos += len;
+    if (len == 1) {
+      out.push_back(v.byte_token[piece[0]]);
+      continue;
+    }
+    if (whole) {
+      const int32_t id =
+          vocab_->find_token(std::string_view(reinterpret_cast<const char*>(piece), len));
+      if (id >= 0) {
+        out.push_back(id);
+        continue;
+      }
+    }
+    if (len > kCacheMaxPiece) {
+      merge_piece(v, piece, len, out, w.scratch);
+      continue;
+    }
+    const uint64_t h = hash_bytes(piece, len);
+    size_t n_ids = 0;
+    if (const int32_t* hit = w.cache.find(piece, len, h, &n_ids)) {
+      out.insert(out.end(), hit, hit + n_ids);
+      continue;
+    }
+    const size_t before = out.size();
+    merge_piece(v, piece, len, out, w.scratch);
+    w.cache.insert(piece, len, h, out.data() + before, out.size() - before);
+  }
+}
+
+void Encoder::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
+  Worker* w = acquire();
+  try {
+    encode_segment(*w, text, out);
+  } catch (...) {
+    release(w);
+    throw;
+  }
+  release(w);
+}
+
+EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const SpecialPolicy& policy,
+                                   Utf8Policy utf8, int num_threads) const {
+  Prepared p;
+  prepare(texts, policy, utf8, p);
+
+  // Items: runs of consecutive units of about kItemBytes.
+  std::vector<size_t> item_start{0};
+  size_t acc = 0;
+  for (size_t u = 0; u < p.units.size(); ++u) {
+    acc += p.units[u].bytes.size() + 1;
+    if (acc >= kItemBytes && u + 1 < p.units.size()) {
+      item_start.push_back(u + 1);
+      acc = 0;
+    }
+  }
+  item_start.push_back(p.units.size());
+  const size_t n_items = item_start.size() - 1;
+
+  struct ItemOut {
+    std::vector<int32_t> ids;
+    std::vector<size_t> unit_end;
+  };
+  std::vector<ItemOut> outs(n_items);
+  std::exception_ptr error;
+  std::mutex error_mu;
+  auto run_item = [&](size_t it) {
+    Worker* w = acquire();
+    try {
+      ItemOut& o = outs[it];
+      size_t bytes = 0;
+      for (size_t u = item_start[it]; u < item_start[it + 1]; ++u) bytes += p.units[u].bytes.size();
+      o.ids.reserve(bytes / 3 + 8);
+      for (size_t u = item_start[it]; u < item_start[it + 1]; ++u) {
+        const Unit& unit = p.units[u];
+        if (unit.special >= 0)
+          o.ids.push_back(unit.special);
+        else
+          encode_segment(*w, unit.bytes, o.ids);
+        o.unit_end.push_back(o.ids.size());
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (!error) error = std::current_exception();
+    }
+    release(w);
+  };
+
+  size_t threads = num_threads > 0 ? size_t(num_threads)
+                                   : std::max<size_t>(1, std::thread::hardware_concurrency());
+  if (threads > 1 && n_items > 1) {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    const size_t hw = std::max<size_t>(1, std::thread::hardware_concurrency());
+    const size_t want = std::max(hw, threads);
+    if (!pool_ || pool_->size() < want) pool_ = std::make_unique<ThreadPool>(want);
+    pool_->parallel_for(n_items, threads, run_item);
+  } else {
+    for (size_t it = 0; it < n_items; ++it) run_item(it);
+  }
+  if (error) std::rethrow_exception(error);
+
+  EncodeResult r;
+  size_t total = 0;
+  for (const auto& o : outs) total += o.ids.size();
+  r.ids.resize(total);
+  r.offsets.assign(texts.size() + 1, 0);
+  size_t base = 0;
+  for (size_t it = 0; it < n_items; ++it) {
+    const ItemOut& o = outs[it];
+    if (!o.ids.empty()) std::memcpy(r.ids.data() + base, o.ids.data(), o.ids.size() * 4);
+    for (size_t k = 0; k < o.unit_end.size(); ++k) {
+      r.offsets[p.units[item_start[it] + k].text + 1] = int64_t(base + o.unit_end[k]);
+    }
+    base += o.ids.size();
+  }
+  // Texts with no units (empty) end where the previous text ended.
+  for (size_t t = 0; t < texts.size(); ++t)
+    if (r.offsets[t + 1] < r.offsets[t]) r.offsets[t + 1] = r.offsets[t];
+  return r;
+}
+
+EncodeResult Encoder::encode_batch_gpu(GpuEncoder& gpu, Algorithm algorithm,
+                                       const std::vector<TextInput>& texts,
+                                       const SpecialPolicy& policy, Utf8Policy utf8) const {
+  Prepared p;
+  prepare(texts, policy, utf8, p);
+  std::vector<std::string_view> segments;
+  bool any_special = false;
+  for (const Unit& u : p.units) {
+    if (u.special >= 0)
+      any_special = true;
+    else
+      segments.push_back(u.bytes);
+  }
+  std::vector<int32_t> ids;
+  std::vector<int64_t> ends;
+  EncodeResult r;
+  r.kernel_ms = segments.empty() ? 0.0f : gpu.encode(segments, algorithm, ids, ends);
+  if (!segments.empty() && ends.size() != segments.size())
+    throw CudaError("GPU encoder returned " + std::to_string(ends.size()) + " segment ends for " +
+                    std::to_string(segments.size()) + " segments");
+  r.offsets.assign(texts.size() + 1, 0);
+  if (!any_special) {
+    r.ids = std::move(ids);
+    for (size_t k = 0; k < p.units.size(); ++k) r.offsets[p.units[k].text + 1] = ends[k];
+  } else {
+    r.ids.reserve(ids.size() + p.units.size());
+    size_t seg = 0;
+    for (const Unit& u : p.units) {
+      if (u.special >= 0) {
+        r.ids.push_back(u.special);
+      } else {
+        const int64_t b = seg == 0 ? 0 : ends[seg - 1];
+        r.ids.insert(r.ids.end(), ids.begin() + b, ids.begin() + ends[seg]);
+        ++seg;
+      }
+      r.offsets[u.text + 1] = int64_t(r.ids.size());
+    }
+  }
+  for (size_t t = 0; t < texts.size(); ++t)
+    if (r.offsets[t + 1] < r.offsets[t]) r.offsets[t + 1] = r.offsets[t];
+  return r;
+}
+
+}  // namespace gputok

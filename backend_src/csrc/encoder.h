@@ -1,0 +1,116 @@
+// The encoder: special tokens, UTF-8 policy, the pretoken cache, and the multi-threaded
+// batch loop over pretokenize + merge. On device="cuda" the ordinary segments go to the
+// GpuEncoder in one call and the specials are stitched back in here.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "gpu_encoder.h"
+#include "vocab.h"
+
+namespace gputok {
+
+// Invalid UTF-8 under errors="strict". Bindings map it to ValueError.
+class Utf8Error : public std::runtime_error {
+ public:
+  Utf8Error(size_t text_index, size_t offset, uint8_t byte);
+  size_t text_index, offset;
+  uint8_t byte;
+};
+
+// A disallowed special token found in the text. Bindings map it to ValueError.
+class DisallowedSpecialError : public std::runtime_error {
+ public:
+  DisallowedSpecialError(size_t text_index, const std::string& token);
+  size_t text_index;
+  std::string token;
+};
+
+struct TextInput {
+  std::string_view bytes;
+  bool known_valid;  // true for text that came from a Python str
+};
+
+struct SpecialPolicy {
+  std::vector<int32_t> allowed;     // ids encoded as specials when they appear
+  std::vector<int32_t> disallowed;  // ids whose text raises when it appears
+};
+
+enum class Utf8Policy { kStrict, kReplace };
+
+struct EncodeResult {
+  std::vector<int32_t> ids;
+  std::vector<int64_t> offsets;  // texts + 1 entries
+  float kernel_ms = 0.0f;        // device time on the GPU path, 0 on the CPU
+};
+
+// A small persistent pool: spawning threads per call costs ~30 us each, which would
+// dominate small batches in a server.
+class ThreadPool {
+ public:
+  explicit ThreadPool(size_t threads);
+  ~ThreadPool();
+  size_t size() const { return workers_.size() + 1; }
+  // Runs fn(i) for i in [0, n) on up to `threads` threads (the caller is one of them).
+  void parallel_for(size_t n, size_t threads, const std::function<void(size_t)>& fn);
+
+ private:
+  void loop();
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(size_t)>* job_ = nullptr;
+  size_t job_n_ = 0, job_threads_ = 0, generation_ = 0, active_ = 0;
+  std::atomic<size_t> next_{0};
+  bool stop_ = false;
+};
+
+struct Worker;  // per-thread scratch and pretoken cache (encoder.cpp)
+
+class Encoder {
+ public:
+  explicit Encoder(std::shared_ptr<const Vocab> vocab);
+  ~Encoder();
+
+  const Vocab& vocab() const { return *vocab_; }
+
+  // CPU path. num_threads <= 0 means all hardware threads.
+  EncodeResult encode_batch(const std::vector<TextInput>& texts, const SpecialPolicy& policy,
+                            Utf8Policy utf8, int num_threads) const;
+
+  // GPU path: the same contract, merges (and by default pretokenization) on the device.
+  EncodeResult encode_batch_gpu(GpuEncoder& gpu, Algorithm algorithm,
+                                const std::vector<TextInput>& texts, const SpecialPolicy& policy,
+                                Utf8Policy utf8) const;
+
+  // Tokens of one ordinary segment (valid UTF-8, no specials): the CPU twin of the GPU path.
+  void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
+
+ private:
+  struct Unit;
+  struct Prepared;
+  void prepare(const std::vector<TextInput>& texts, const SpecialPolicy& policy, Utf8Policy utf8,
+               Prepared& p) const;
+  Worker* acquire() const;
+  void release(Worker* w) const;
+  void encode_segment(Worker& w, std::string_view text, std::vector<int32_t>& out) const;
+
+  std::shared_ptr<const Vocab> vocab_;
+  mutable std::mutex workers_mu_;
+  mutable std::vector<std::unique_ptr<Worker>> all_workers_;
+  mutable std::vector<Worker*> free_workers_;
+  mutable std::unique_ptr<ThreadPool> pool_;
+  mutable std::mutex pool_mu_;
+};
+
+}  // namespace gputok

@@ -1,0 +1,79 @@
+// The GPU encoder's host interface. Plain C++: no CUDA types leak out, so the encoder and
+// the bindings compile the same way with or without nvcc. With CUDA, cuda/gpu_encoder.cu
+// implements it; without, gpu_encoder_nocuda.cpp reports "built without CUDA".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vocab.h"
+
+namespace gputok {
+
+// How the merge loop runs on the device (`algorithm=` in Python).
+enum class Algorithm {
+  kPerWord,            // default: many pieces in parallel, warp-cooperative long pieces
+  kBlockBpe,           // the paper's baseline: one block per chunk, global argmin per pass
+  kBlockBpeOptimized,  // the paper's optimized kernel: thread-coarsened compaction
+};
+
+// Thrown when the device cannot hold a request (pool cap or real exhaustion). The encoder
+// stays usable afterwards. Bindings map it to gputok.DeviceMemoryError (a MemoryError).
+class DeviceMemoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown for CUDA being unavailable or any other CUDA failure (RuntimeError in Python).
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// True when this build has CUDA and at least one device is visible; otherwise false and,
+// when `why` is given, the reason ("built without CUDA", "no CUDA device: ...").
+bool cuda_available(std::string* why = nullptr);
+
+struct GpuCounters {
+  uint64_t device_allocs = 0;  // cudaMalloc calls made by the pool since construction
+  uint64_t pinned_allocs = 0;  // cudaHostAlloc calls
+  uint64_t launches = 0;       // kernel launches since construction
+  size_t device_bytes = 0;     // bytes held by the pool now
+};
+
+struct GpuOptions {
+  int device_id = 0;
+  size_t pool_limit_bytes = 0;  // 0 = no cap beyond the device's memory
+  bool gpu_pretokenize = true;  // false: pieces found on the CPU, merges on the GPU
+};
+
+class GpuEncoder {
+ public:
+  GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options);
+  ~GpuEncoder();
+  GpuEncoder(const GpuEncoder&) = delete;
+  GpuEncoder& operator=(const GpuEncoder&) = delete;
+
+  // Tokenizes ordinary text (valid UTF-8; special tokens already split out by the caller).
+  // Appends every segment's ids to `ids`, and after each segment pushes ids.size() to
+  // `ends`. Returns the device time of the kernels, from CUDA events, in milliseconds.
+  // Not thread-safe: one call at a time per encoder (callers hold a mutex).
+  float encode(const std::vector<std::string_view>& segments, Algorithm algorithm,
+               std::vector<int32_t>& ids, std::vector<int64_t>& ends);
+
+  void set_gpu_pretokenize(bool on);
+  void set_pool_limit(size_t bytes);
+  GpuCounters counters() const;
+  int device_id() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gputok

@@ -1,0 +1,35 @@
+// Pretokenization: GPT-2's pattern, as tiktoken's regex engine runs it,
+//   '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s
+// by a hand-written scanner (no regex library). Also UTF-8 validation and repair.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "types.h"
+
+namespace gputok {
+
+// The host copy of the generated Unicode table (unicode_tables.h).
+UnicodeTableView unicode_table();
+size_t unicode_stage1_size();
+size_t unicode_stage2_size();
+
+// Length in bytes of the piece that starts at `pos` (pos < n). `text` is valid UTF-8.
+size_t next_piece(UnicodeTableView uni, const uint8_t* text, size_t n, size_t pos);
+
+// Appends every piece of text[0, n) to `out`, offsets relative to `base`.
+void pretokenize(UnicodeTableView uni, const uint8_t* text, size_t n, std::vector<Piece>& out,
+                 uint32_t base = 0);
+
+// Offset of the first byte that is not part of valid UTF-8, or n when all of it is valid.
+// "Valid" is Python's strict decoder: no surrogates, no overlongs, nothing above U+10FFFF.
+size_t utf8_first_invalid(const uint8_t* text, size_t n);
+
+// bytes.decode("utf-8", "replace").encode("utf-8"): each maximal invalid subpart becomes
+// U+FFFD, exactly as CPython's decoder does.
+std::string utf8_replace_invalid(const uint8_t* text, size_t n);
+
+}  // namespace gputok

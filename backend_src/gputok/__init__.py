@@ -1,0 +1,77 @@
+"""gputok: an exact GPT-2 byte-level BPE tokenizer with a native C++ path and CUDA kernels.
+
+    >>> import gputok
+    >>> tok = gputok.gpt2()
+    >>> tok.encode("hello world")
+    [31373, 995]
+
+The ids equal tiktoken's r50k_base ("gpt2") on every input. See docs/api.md.
+"""
+
+from __future__ import annotations
+
+from . import _core
+from ._tokenizer import ALGORITHMS, CudaUnavailableError, Tokenizer, cuda_available
+from ._vocab import (
+    GPT2_RANKS,
+    GPT2_RANKS_SHA256,
+    GPT2_SPECIALS,
+    VocabError,
+    bytes_to_unicode,
+    gpt2_vocab,
+    vocab_from_hf_files,
+    vocab_from_tiktoken_file,
+    vocab_from_tokenizer_json,
+)
+
+__version__ = "0.1.0"
+
+DeviceMemoryError = _core.DeviceMemoryError
+CudaError = _core.CudaError
+
+__all__ = [
+    "ALGORITHMS",
+    "CudaError",
+    "CudaUnavailableError",
+    "DeviceMemoryError",
+    "GPT2_RANKS",
+    "GPT2_RANKS_SHA256",
+    "Tokenizer",
+    "VocabError",
+    "bytes_to_unicode",
+    "cuda_available",
+    "gpt2",
+    "load_hf_files",
+    "load_tiktoken_file",
+    "load_tokenizer_json",
+]
+
+
+def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokenizer:
+    """GPT-2's tokenizer (r50k_base) from the packaged, sha256-pinned ranks.
+
+    device: "auto" (the GPU when usable, else the CPU), "cpu" or "cuda" (raises
+    CudaUnavailableError where no GPU can be used). algorithm: the GPU merge method, one of
+    ALGORITHMS. options: device_id, pool_limit_bytes, gpu_pretokenize.
+    """
+    return Tokenizer(gpt2_vocab(), GPT2_SPECIALS, name="gpt2", device=device,
+                     algorithm=algorithm, **options)
+
+
+def load_tiktoken_file(path, special_tokens=None, *, name=None, **options) -> Tokenizer:
+    """A Tokenizer from a tiktoken-format file (``base64 rank`` lines; rank == id)."""
+    specials = GPT2_SPECIALS if special_tokens is None else special_tokens
+    vocab, specials = vocab_from_tiktoken_file(path, specials)
+    return Tokenizer(vocab, specials, name=name or str(path), **options)
+
+
+def load_hf_files(vocab_json, merges_txt, special_tokens=None, *, name=None, **options) -> Tokenizer:
+    """A Tokenizer from GPT-2-style HF files: vocab.json (byte-mapped) and merges.txt."""
+    vocab, specials = vocab_from_hf_files(vocab_json, merges_txt, special_tokens)
+    return Tokenizer(vocab, specials, name=name or str(vocab_json), **options)
+
+
+def load_tokenizer_json(path, *, name=None, **options) -> Tokenizer:
+    """A Tokenizer from an HF tokenizer.json holding a byte-level BPE with GPT-2's pattern."""
+    vocab, specials = vocab_from_tokenizer_json(path)
+    return Tokenizer(vocab, specials, name=name or str(path), **options)

@@ -1,0 +1,230 @@
+"""The Tokenizer: tiktoken's interface over the native core (CPU or CUDA)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Iterable, Sequence
+from typing import Literal
+
+import numpy as np
+
+from . import _core
+
+ALGORITHMS = ("per_word", "blockbpe", "blockbpe_optimized")
+ERRORS = ("strict", "replace")
+
+Text = str | bytes
+
+
+class CudaUnavailableError(RuntimeError):
+    """device="cuda" was asked for where no usable GPU (or no CUDA build) exists."""
+
+
+def cuda_available() -> tuple[bool, str]:
+    """(True, "") when this build has CUDA and a device is visible, else (False, reason)."""
+    ok, why = _core.cuda_available()
+    return bool(ok), str(why)
+
+
+def _resolve_device(device: str) -> str:
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if device == "cpu":
+        return "cpu"
+    ok, why = cuda_available()
+    if device == "cuda" and not ok:
+        raise CudaUnavailableError(f"device='cuda' is not available: {why}")
+    return "cuda" if ok else "cpu"
+
+
+class Tokenizer:
+    """An exact byte-level BPE tokenizer with tiktoken's semantics.
+
+    Build one with ``gputok.gpt2()`` or a loader; the vocabulary is shared and immutable, so
+    one Tokenizer may be used from many threads (calls release the GIL; GPU calls on one
+    Tokenizer run one at a time).
+    """
+
+    def __init__(
+        self,
+        vocab: _core.Vocab,
+        special_tokens: dict[str, int],
+        *,
+        name: str = "gpt2",
+        device: str = "auto",
+        algorithm: str = "per_word",
+        device_id: int = 0,
+        pool_limit_bytes: int = 0,
+        gpu_pretokenize: bool = True,
+    ):
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+        self.name = name
+        self.device = _resolve_device(device)
+        self.algorithm = algorithm
+        self._vocab = vocab
+        self._special_tokens = dict(special_tokens)
+        self._core = _core.Core(vocab, self.device, device_id, pool_limit_bytes, gpu_pretokenize)
+        self._default_policy = self._policy(frozenset(), "all")
+
+    # -- properties ---------------------------------------------------------------------
+    @property
+    def n_vocab(self) -> int:
+        return int(self._vocab.n_vocab)
+
+    @property
+    def eot_token(self) -> int:
+        return self._special_tokens["<|endoftext|>"]
+
+    @property
+    def special_tokens_set(self) -> set[str]:
+        return set(self._special_tokens)
+
+    def __repr__(self) -> str:
+        return f"<gputok.Tokenizer {self.name!r} device={self.device!r} algorithm={self.algorithm!r}>"
+
+    # -- policy -------------------------------------------------------------------------
+    def _policy(self, allowed_special, disallowed_special) -> tuple[list[int], list[int]]:
+        specials = self._special_tokens
+        if allowed_special == "all":
+            allowed = set(specials)
+        else:
+            allowed = set(allowed_special)
+        if disallowed_special == "all":
+            disallowed = set(specials) - allowed
+        else:
+            disallowed = set(disallowed_special)
+        unknown = (allowed | disallowed) - set(specials)
+        if unknown:
+            raise ValueError(
+                f"unknown special token(s) {sorted(unknown)}; this vocabulary has {sorted(specials)}"
+            )
+        return sorted(specials[t] for t in allowed), sorted(specials[t] for t in disallowed)
+
+    def _resolve(self, allowed_special, disallowed_special, errors):
+        if errors not in ERRORS:
+            raise ValueError(f"errors must be 'strict' or 'replace', got {errors!r}")
+        if not allowed_special and disallowed_special == "all":
+            return self._default_policy
+        return self._policy(allowed_special, disallowed_special)
+
+    # -- encoding -----------------------------------------------------------------------
+    def encode(
+        self,
+        text: Text,
+        *,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+        errors: str = "strict",
+    ) -> list[int]:
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special, errors)
+        return self._core.encode_list(text, allowed, disallowed, errors, self.algorithm)
+
+    def encode_ordinary(self, text: Text, *, errors: str = "strict") -> list[int]:
+        self._resolve((), (), errors)
+        return self._core.encode_list(text, [], [], errors, self.algorithm)
+
+    def encode_batch_flat(
+        self,
+        texts: Sequence[Text],
+        *,
+        num_threads: int = 0,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+        errors: str = "strict",
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """All rows' ids in one int32 array, and int64 offsets (len(texts) + 1).
+
+        Row i is ``ids[offsets[i]:offsets[i + 1]]``. No per-row Python objects are made.
+        """
+        ids, offsets, _ = self._encode_flat(
+            texts, num_threads, allowed_special, disallowed_special, errors
+        )
+        return ids, offsets
+
+    def _encode_flat(self, texts, num_threads, allowed_special, disallowed_special, errors):
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("expected a sequence of str or bytes, got a single text")
+        if not isinstance(texts, Sequence):
+            texts = list(texts)
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special, errors)
+        return self._core.encode_flat(
+            texts, allowed, disallowed, errors, int(num_threads), self.algorithm
+        )
+
+    def encode_batch(
+        self,
+        texts: Sequence[Text],
+        *,
+        num_threads: int = 0,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+        errors: str = "strict",
+    ) -> list[list[int]]:
+        ids, offsets = self.encode_batch_flat(
+            texts,
+            num_threads=num_threads,
+            allowed_special=allowed_special,
+            disallowed_special=disallowed_special,
+            errors=errors,
+        )
+        return _split_rows(ids, offsets)
+
+    def encode_ordinary_batch(
+        self, texts: Sequence[Text], *, num_threads: int = 0, errors: str = "strict"
+    ) -> list[list[int]]:
+        return self.encode_batch(
+            texts, num_threads=num_threads, disallowed_special=(), errors=errors
+        )
+
+    def tokenize_batch(self, texts: Sequence[Text], *, num_threads: int = 0):
+        """The GPUTOK paper's call: ``token_ids, kernel_time_ms = tok.tokenize_batch(texts)``.
+
+        On the GPU the time is the kernels' device time from CUDA events; on the CPU it is the
+        wall time of the native call (there is no kernel to time separately).
+        """
+        start = time.perf_counter()
+        ids, offsets, kernel_ms = self._encode_flat(texts, num_threads, frozenset(), (), "strict")
+        if self.device == "cpu":
+            kernel_ms = (time.perf_counter() - start) * 1e3
+        return _split_rows(ids, offsets), float(kernel_ms)
+
+    # -- decoding -----------------------------------------------------------------------
+    def decode_bytes(self, tokens: Iterable[int]) -> bytes:
+        if not isinstance(tokens, np.ndarray):
+            tokens = list(tokens)
+        try:
+            arr = np.asarray(tokens, dtype=np.int64)
+        except OverflowError:
+            raise ValueError("token id out of range (does not fit in 64 bits)") from None
+        if arr.ndim != 1:
+            raise ValueError(f"expected a 1-D sequence of token ids, got shape {arr.shape}")
+        return self._core.decode_bytes(arr)
+
+    def decode(self, tokens: Iterable[int], errors: str = "replace") -> str:
+        return self.decode_bytes(tokens).decode("utf-8", errors)
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        return self._vocab.token_bytes(int(token))
+
+    def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "replace") -> list[str]:
+        return [self.decode(tokens, errors) for tokens in batch]
+
+    # -- GPU controls ---------------------------------------------------------------------
+    def gpu_counters(self) -> dict:
+        """Pool and launch counters of the GPU encoder (empty on the CPU)."""
+        return dict(self._core.gpu_counters())
+
+    def set_pool_limit(self, nbytes: int) -> None:
+        """Caps the GPU memory pool; a request that needs more raises DeviceMemoryError."""
+        self._core.set_pool_limit(int(nbytes))
+
+    def set_gpu_pretokenize(self, on: bool) -> None:
+        """True: pieces are found on the device (default); False: on the CPU."""
+        self._core.set_gpu_pretokenize(bool(on))
+
+
+def _split_rows(ids: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
+    flat = ids.tolist()
+    bounds = offsets.tolist()
+    return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]

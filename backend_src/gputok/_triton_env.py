@@ -1,0 +1,468 @@
+"""Locate and prepare the tritonserver that PyPI's nvidia-pytriton==0.7.0 bundles (server 2.51).
+
+This module only runs the bundled binary; it never uses PyTriton's bind API. It is imported by
+`gputok.serve` (the `gputok-serve` command), by the end-to-end test fixtures and by scripts on the
+GPU machine, and depends on the standard library alone, so it works before the native extension
+is importable and can report that the build is missing.
+
+What the server needs (see shared/REFERENCE.md, "Traps already hit"):
+- `nvidia_pytriton.libs` on LD_LIBRARY_PATH;
+- a Python-backend stub built for the running Python's X.Y, placed in `backends/python/`
+  (the wheel ships one per version under `python_backend_stubs/X.Y/`);
+- the stub takes its packages from the environment whose `bin/` is first on PATH (it ignores
+  PYTHONPATH), and that environment must have numpy<2: with numpy 2.x every TYPE_STRING input
+  crashes the stub. Where the system Python has numpy 2 (the GPU machine), `prepare_stub_env`
+  builds a small venv with numpy 1.26.4 plus a .pth that points at the system site-packages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STUB_NUMPY = "numpy==1.26.4"
+PYTRITON_SPEC = "nvidia-pytriton==0.7.0"
+
+
+class ServeError(RuntimeError):
+    """A precondition for serving is not met; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class TritonDist:
+    """Paths inside the installed nvidia-pytriton wheel."""
+
+    root: Path  # .../site-packages/pytriton/tritonserver
+
+    @property
+    def binary(self) -> Path:
+        return self.root / "bin" / "tritonserver"
+
+    @property
+    def libs(self) -> Path:
+        return self.root.parent.parent / "nvidia_pytriton.libs"
+
+    @property
+    def python_backend(self) -> Path:
+        return self.root / "backends" / "python"
+
+    @property
+    def caches(self) -> Path:
+        return self.root / "caches"
+
+    def stub(self, version: str) -> Path:
+        return self.root / "python_backend_stubs" / version / "triton_python_backend_stub"
+
+
+def find_dist() -> TritonDist:
+    """Find the tritonserver bundled with nvidia-pytriton in this Python's environment.
+
+    Looks the package up by file, not by import: importing `pytriton` pulls in its own
+    dependencies (tritonclient~=2.50), which we do not install (we pin tritonclient 2.49.0 for
+    its perf_analyzer, see requirements/serve.txt).
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        raise ServeError(
+            "tritonserver is missing: the nvidia-pytriton wheel is not installed in "
+            f"{sys.prefix}. Install it with: pip install --no-deps {PYTRITON_SPEC} "
+            "(or run `make setup`)."
+        )
+    dist = TritonDist(Path(next(iter(spec.submodule_search_locations))) / "tritonserver")
+    if not dist.binary.is_file():
+        raise ServeError(f"tritonserver binary not found at {dist.binary}; reinstall {PYTRITON_SPEC}")
+    if not dist.libs.is_dir():
+        raise ServeError(f"nvidia_pytriton.libs not found at {dist.libs}; reinstall {PYTRITON_SPEC}")
+    return dist
+
+
+def python_version_of(python: Path) -> str:
+    out = subprocess.run(
+        [str(python), "-c", "import sys;print('%d.%d' % sys.version_info[:2])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip()
+
+
+def missing_libs(binary: Path, ld_library_path: str) -> list[str]:
+    """Shared libraries that `ldd` cannot resolve for `binary` (empty when all resolve)."""
+    ldd = shutil.which("ldd")
+    if ldd is None:
+        return []
+    env = dict(os.environ, LD_LIBRARY_PATH=ld_library_path)
+    out = subprocess.run([ldd, str(binary)], capture_output=True, text=True, env=env, check=False)
+    return [line.split()[0] for line in out.stdout.splitlines() if "not found" in line]
+
+
+def prepare_backend_dir(dist: TritonDist, workdir: Path, python_version: str, ld_path: str | None = None) -> Path:
+    """Build `workdir/backends` with the python backend and the stub for `python_version`.
+
+    Returns the directory to pass as --backend-directory. The wheel's own backends/python has no
+    stub; tritonserver looks for `triton_python_backend_stub` next to libtriton_python.so.
+    """
+    stub = dist.stub(python_version)
+    if not stub.is_file():
+        have = sorted(p.name for p in (dist.root / "python_backend_stubs").iterdir())
+        raise ServeError(
+            f"{PYTRITON_SPEC} has no Python-backend stub for Python {python_version} "
+            f"(it has {', '.join(have)}); run gputok-serve with one of those Pythons"
+        )
+    backends = workdir / "backends"
+    dst = backends / "python"
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
+        shutil.copy2(dist.python_backend / name, dst / name)
+    shutil.copy2(stub, dst / "triton_python_backend_stub")
+    libs = missing_libs(dst / "triton_python_backend_stub", ld_path or str(dist.libs))
+    if libs:
+        raise ServeError(
+            f"the Python {python_version} backend stub cannot load {', '.join(libs)}. "
+            f"Install the shared libpython (Debian: apt-get install libpython{python_version})."
+        )
+    return backends
+
+
+def env_report(python: Path) -> dict:
+    """What the stub would see in the environment of `python`: versions or import errors."""
+    code = r"""
+import json, sys
+import os, sysconfig
+r = {"python": "%d.%d" % sys.version_info[:2], "version": sys.version.split()[0], "prefix": sys.prefix}
+lib = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("INSTSONAME") or "")
+r["libpython"] = lib if os.path.isfile(lib) else None
+for name in ("numpy", "gputok", "torch", "transformers"):
+    try:
+        m = __import__(name)
+        r[name] = getattr(m, "__version__", "ok")
+    except Exception as e:  # report, do not fail: the caller decides what is required
+        r[name] = None
+        r[name + "_error"] = f"{type(e).__name__}: {e}"
+print(json.dumps(r))
+"""
+    out = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, check=False, env=_clean_env()
+    )
+    if out.returncode != 0:
+        raise ServeError(f"cannot run {python}: {out.stderr.strip()[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _clean_env() -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # the stub ignores it, so our checks must too
+    env.pop("PYTHONHOME", None)
+    return env
+
+
+def numpy_major(version: str | None) -> int | None:
+    if not version:
+        return None
+    return int(version.split(".")[0])
+
+
+def prepare_stub_env(
+    dest: Path,
+    base_python: Path | str = sys.executable,
+    numpy_spec: str = STUB_NUMPY,
+    extra_site_dirs: list[str] | None = None,
+    pip_args: list[str] | None = None,
+) -> Path:
+    """Create (or reuse) a venv at `dest` whose numpy is `numpy_spec`, seeing `base_python`'s packages.
+
+    The venv holds numpy alone; a .pth file appends the site-packages of `base_python` (where
+    torch, transformers and gputok live), so the venv's numpy comes first and the rest is still
+    found. This is the recipe that worked on the H200 machine. Returns the venv's bin/ directory,
+    to put first on PATH when starting tritonserver. Needs PyPI (or a local wheel) for numpy once.
+    """
+    dest = Path(dest)
+    py = dest / "bin" / "python3"
+    if not py.exists():
+        subprocess.run([str(base_python), "-m", "venv", str(dest)], check=True)
+    report = env_report(py)
+    if numpy_major(report.get("numpy")) != 1:
+        subprocess.run(
+            [str(py), "-m", "pip", "install", "--quiet", *(pip_args or []), numpy_spec], check=True
+        )
+    code = "import site, json; print(json.dumps(site.getsitepackages()))"
+    base_sites = json.loads(
+        subprocess.run(
+            [str(base_python), "-c", code], capture_output=True, text=True, check=True, env=_clean_env()
+        ).stdout
+    )
+    venv_sites = json.loads(
+        subprocess.run([str(py), "-c", code], capture_output=True, text=True, check=True).stdout
+    )
+    lines = [*(extra_site_dirs or []), *base_sites]
+    (Path(venv_sites[0]) / "gputok_base_env.pth").write_text("".join(f"{d}\n" for d in lines))
+    return dest / "bin"
+
+
+def choose_stub_bin(stub_env: Path | None = None, cache_dir: Path | None = None) -> Path:
+    """The bin/ directory of the environment the stub will use.
+
+    `stub_env` given: that environment (a venv or prefix). Otherwise this Python's own
+    environment when its numpy is 1.x; else a venv prepared under `cache_dir` by `prepare_stub_env`.
+    """
+    if stub_env is not None:
+        return Path(stub_env) / "bin"
+    here = Path(sys.executable).parent
+    if numpy_major(env_report(here / Path(sys.executable).name).get("numpy")) == 1:
+        return here
+    cache_dir = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gputok"
+    return prepare_stub_env(cache_dir / f"stub-env-py{sys.version_info[0]}.{sys.version_info[1]}")
+
+
+def check_stub_env(stub_bin: Path, need: tuple[str, ...] = ("numpy", "gputok")) -> dict:
+    """Fail with a clear message unless the stub's environment has numpy<2 and `need` imports."""
+    python = stub_bin / "python3"
+    if not python.exists():
+        raise ServeError(f"{stub_bin} has no python3; the stub finds its environment through it")
+    report = env_report(python)
+    for name in need:
+        if report.get(name) is None:
+            hint = {
+                "gputok": "the gputok extension is not built: run `make build` "
+                "(pip install --no-build-isolation -e backend_src)",
+                "torch": "install torch (pip install torch==2.13.0 on the CPU machine)",
+                "transformers": "install requirements/serve.txt",
+            }.get(name, "install it")
+            raise ServeError(
+                f"the Python-backend environment {report['prefix']} cannot import {name}: "
+                f"{report.get(name + '_error')}; {hint}"
+            )
+    if numpy_major(report.get("numpy")) != 1:
+        raise ServeError(
+            f"the Python-backend environment {report['prefix']} has numpy {report.get('numpy')}; "
+            "the stub of nvidia-pytriton 0.7.0 crashes on every string input with numpy 2. "
+            "Use --stub-env with a numpy<2 venv, or let gputok-serve build one (--prepare-stub-env)."
+        )
+    return report
+
+
+def server_env(dist: TritonDist, stub_bin: Path, report: dict, base: dict | None = None) -> dict:
+    """Environment for tritonserver and its stubs.
+
+    LD_LIBRARY_PATH: the bundled libs, and first the folder of the libpython that belongs to the
+    stub environment's interpreter. The stub links `libpython3.X.so.1.0` by soname; without this
+    it gets the system's (Debian 3.11.2 here) while its stdlib comes from the venv's base (pyenv
+    3.11.7 here), and extension modules such as _ssl then fail with `undefined symbol`.
+    """
+    env = dict(os.environ if base is None else base)
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONHOME", None)
+    env["LD_LIBRARY_PATH"] = ld_library_path(dist, report, env.get("LD_LIBRARY_PATH"))
+    env["PATH"] = f"{stub_bin}:{env.get('PATH', '/usr/bin:/bin')}"
+    return env
+
+
+def ld_library_path(dist: TritonDist, report: dict, current: str | None = None) -> str:
+    parts = []
+    if report.get("libpython"):
+        parts.append(str(Path(report["libpython"]).parent))
+    parts.append(str(dist.libs))
+    if current:
+        parts.append(current)
+    return ":".join(parts)
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ServerOptions:
+    model_repository: Path
+    host: str = "127.0.0.1"
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    log_verbose: int = 0
+    # Triton's restricted-endpoint protection (issue 6): requests to these APIs must carry
+    # header `restricted_key: restricted_value`. Health stays open for probes.
+    restricted_apis: tuple[str, ...] = ()
+    restricted_key: str = "gputok-key"
+    restricted_value: str | None = None
+    extra_args: list[str] = field(default_factory=list)
+
+
+def server_command(dist: TritonDist, backends: Path, opts: ServerOptions) -> list[str]:
+    cmd = [
+        str(dist.binary),
+        f"--model-repository={Path(opts.model_repository).resolve()}",
+        f"--backend-directory={backends}",
+        f"--cache-directory={dist.caches}",
+        "--model-control-mode=none",
+        "--strict-readiness=true",
+        "--exit-on-error=true",
+        "--disable-auto-complete-config",
+        f"--http-address={opts.host}",
+        f"--http-port={opts.http_port}",
+        f"--grpc-address={opts.host}",
+        f"--grpc-port={opts.grpc_port}",
+        f"--metrics-address={opts.host}",
+        f"--metrics-port={opts.metrics_port}",
+        f"--log-verbose={opts.log_verbose}",
+    ]
+    if opts.restricted_value is not None and opts.restricted_apis:
+        spec = f"{','.join(opts.restricted_apis)}:{opts.restricted_key}={opts.restricted_value}"
+        cmd += [f"--http-restricted-api={spec}", f"--grpc-restricted-protocol={spec}"]
+    return cmd + list(opts.extra_args)
+
+
+class TritonServer:
+    """A tritonserver child process: start, wait until ready, stop (always; also from atexit).
+
+    Output goes to `log_path` when given (the e2e fixtures), else to our stdout/stderr
+    (`gputok-serve`); the last lines are kept for error messages either way.
+    """
+
+    def __init__(
+        self,
+        opts: ServerOptions,
+        stub_env: Path | None = None,
+        need: tuple[str, ...] = ("numpy", "gputok"),
+        log_path: Path | None = None,
+    ) -> None:
+        self.opts = opts
+        self.dist = find_dist()
+        for name, port in (("http", opts.http_port), ("grpc", opts.grpc_port), ("metrics", opts.metrics_port)):
+            if port_in_use(opts.host, port):
+                raise ServeError(
+                    f"{name} port {opts.host}:{port} is already in use; stop what holds it "
+                    f"or pass --{name}-port"
+                )
+        if not Path(opts.model_repository).is_dir():
+            raise ServeError(f"model repository {opts.model_repository} does not exist")
+        self.stub_bin = choose_stub_bin(stub_env)
+        self.report = check_stub_env(self.stub_bin, need)
+        self.workdir = Path(tempfile.mkdtemp(prefix="gputok-triton-"))
+        self.backends = prepare_backend_dir(
+            self.dist, self.workdir, self.report["python"], ld_library_path(self.dist, self.report)
+        )
+        self.env = server_env(self.dist, self.stub_bin, self.report)
+        self.cmd = server_command(self.dist, self.backends, opts)
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.tail: deque[str] = deque(maxlen=60)
+        self._pump: threading.Thread | None = None
+
+    @property
+    def http_url(self) -> str:
+        return f"{self.opts.host}:{self.opts.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self.opts.host}:{self.opts.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.opts.host}:{self.opts.metrics_port}/metrics"
+
+    def start(self) -> TritonServer:
+        # New session: a Ctrl-C in the terminal reaches only us, and we stop the server in order.
+        self.proc = subprocess.Popen(
+            self.cmd,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        sink = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
+
+        def pump() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.tail.append(line.decode("utf-8", "replace"))
+                if sink is not None:
+                    sink.write(line)
+                    sink.flush()
+                else:
+                    sys.stdout.buffer.write(line)
+                    sys.stdout.flush()
+            if sink is not None:
+                sink.close()
+
+        self._pump = threading.Thread(target=pump, name="tritonserver-log", daemon=True)
+        self._pump.start()
+        return self
+
+    def is_ready(self) -> bool:
+        url = f"http://{self.opts.host}:{self.opts.http_port}/v2/health/ready"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:  # noqa: S310 (loopback URL we built)
+                return r.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                code = None if self.proc is None else self.proc.returncode
+                if self._pump is not None:
+                    self._pump.join(timeout=5)
+                raise ServeError(f"tritonserver exited with code {code}:\n{''.join(self.tail)}")
+            if self.is_ready():
+                return
+            time.sleep(0.25)
+        self.stop()
+        raise ServeError(f"tritonserver not ready after {timeout:.0f} s:\n{''.join(self.tail)}")
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (Triton shuts down gracefully: it drains requests and stops the stubs), then
+        SIGKILL to the whole process group after `timeout` seconds."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        if self._pump is not None:
+            self._pump.join(timeout=5)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return None if proc is None else proc.returncode
+
+    def __enter__(self) -> TritonServer:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

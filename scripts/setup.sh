@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# One-time set-up on a fresh machine: system packages, .venv/, Python deps, the gputok build.
+# Idempotent: a second run only rebuilds what changed. Used by `make setup` (and so by
+# `make test` and `make serve`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=${PYTHON:-python3}
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+# --- system packages (Debian). cmake/g++ build the core; apt-get download fetches corpus
+# sources; libb64-0d is what perf_analyzer links.
+need_apt=()
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v g++ >/dev/null || need_apt+=(g++)
+command -v make >/dev/null || need_apt+=(make)
+[ -e /usr/lib/x86_64-linux-gnu/libb64.so.0d ] || need_apt+=(libb64-0d)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    log "apt-get install ${need_apt[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  else
+    log "missing system packages: ${need_apt[*]} (install them, then re-run)"
+    [[ " ${need_apt[*]} " == *" cmake "* || " ${need_apt[*]} " == *" g++ "* ]] && exit 1
+  fi
+fi
+# The corpus builder uses `apt-get download`, which needs package lists.
+if command -v apt-get >/dev/null && [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v lock)" ]; then
+  log "apt-get update (package lists for the corpus sources)"
+  apt-get update -qq || log "apt-get update failed; corpus building may fail"
+fi
+
+# --- virtual environment
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv with $($PY --version)"
+  $PY -m venv .venv
+fi
+VPY=$ROOT/.venv/bin/python
+stamp=.venv/.requirements.sha256
+want=$(cat requirements/*.txt | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  log "installing Python requirements"
+  $VPY -m pip install -q --upgrade pip
+  for f in requirements/dev.txt requirements/serve.txt; do
+    [ -f "$f" ] && $VPY -m pip install -q -r "$f"
+  done
+  echo "$want" >"$stamp"
+fi
+
+# --- build the native extension (CUDA sources compile too where nvcc exists)
+log "building gputok ($(command -v nvcc >/dev/null && echo 'with CUDA' || echo 'CPU only'))"
+$VPY -m pip install -q --no-build-isolation --no-deps -e backend_src
+[ -d client ] && [ -f client/pyproject.toml ] && $VPY -m pip install -q --no-deps -e client
+$VPY -c "import gputok; ok, why = gputok.cuda_available(); print('gputok', gputok.__version__, 'cuda:', ok, why)"

@@ -1,0 +1,86 @@
+"""End-to-end fixtures: one real tritonserver per test session, on 127.0.0.1 with free ports.
+
+The server runs a copy of model_repository/ in which only the gpt2 model is switched to the
+`tiny` configuration (2 layers, seeded random weights) so the tests take seconds on 2 cores.
+The fixture always stops the server (SIGTERM, then SIGKILL of its process group), and its log
+is kept in the pytest temp folder and printed when start-up fails.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def set_parameter(config: Path, key: str, value: str) -> None:
+    """Set a `parameters { key: ... }` string value in a config.pbtxt (test copies only)."""
+    text = config.read_text()
+    pat = re.compile(r'(parameters \{ key: "%s" value: \{ string_value: ")[^"]*(" \} \})' % re.escape(key))
+    if not pat.search(text):
+        raise KeyError(f"{config}: no parameter {key}")
+    config.write_text(pat.sub(lambda m: m.group(1) + value + m.group(2), text))
+
+
+@pytest.fixture(scope="session")
+def model_repo(tmp_path_factory) -> Path:
+    dst = tmp_path_factory.mktemp("model_repository") / "repo"
+    shutil.copytree(REPO / "model_repository", dst, ignore=shutil.ignore_patterns("__pycache__"))
+    set_parameter(dst / "gpt2" / "config.pbtxt", "model_config", "tiny")
+    set_parameter(dst / "gpt2" / "config.pbtxt", "torch_threads", "1")
+    return dst
+
+
+@pytest.fixture(scope="session")
+def triton(model_repo, tmp_path_factory):
+    pytest.importorskip("tritonclient")
+    from gputok._triton_env import ServeError, ServerOptions, TritonServer, find_dist, free_port
+
+    try:
+        find_dist()
+    except ServeError as e:
+        pytest.fail(f"tritonserver is not installed: {e}")
+    ports = set()
+    while len(ports) < 3:
+        ports.add(free_port())
+    http, grpc, metrics = sorted(ports)
+    log = tmp_path_factory.mktemp("triton") / "tritonserver.log"
+    server = TritonServer(
+        ServerOptions(model_repository=model_repo, http_port=http, grpc_port=grpc, metrics_port=metrics),
+        need=("numpy", "gputok", "torch", "transformers"),
+        log_path=log,
+    )
+    server.start()
+    try:
+        server.wait_ready(timeout=300)
+        yield server
+    finally:
+        code = server.stop()
+        print(f"tritonserver stopped with code {code}; log: {log}")
+
+
+@pytest.fixture(params=["http", "grpc"])
+def protocol(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def client(triton, protocol):
+    from gputok_client import GputokClient
+
+    url = triton.http_url if protocol == "http" else triton.grpc_url
+    return GputokClient(url, protocol=protocol, retries=0)
+
+
+@pytest.fixture(autouse=True)
+def server_stays_ready(request):
+    """After every e2e test the server must still be ready (a bad request must not take it down)."""
+    yield
+    if "triton" in request.fixturenames:
+        server = request.getfixturevalue("triton")
+        assert server.proc.poll() is None, "tritonserver exited"
+        assert server.is_ready(), "tritonserver is no longer ready"

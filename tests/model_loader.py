@@ -1,0 +1,26 @@
+"""Import a model_repository/<name>/1/model.py as a plain module (no Triton needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_model_module(name: str):
+    path = REPO / "model_repository" / name / "1" / "model.py"
+    spec = importlib.util.spec_from_file_location(f"gputok_triton_model_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def config_parameters(name: str) -> dict:
+    """The `parameters` of model_repository/<name>/config.pbtxt, shaped as Triton passes them."""
+    text = (REPO / "model_repository" / name / "config.pbtxt").read_text()
+    pat = r'parameters \{ key: "([^"]+)" value: \{ string_value: "([^"]*)" \} \}'
+    return {k: {"string_value": v} for k, v in re.findall(pat, text)}

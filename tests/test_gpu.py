@@ -1,0 +1,289 @@
+"""GPU path: ids equal the CPU path's and tiktoken's, for every merge algorithm.
+
+Skipped where no CUDA device is usable (CI). On the GPU machine, scripts/gpu_check.sh runs
+this file. Every comparison is GPU == CPU == tiktoken (HF where tiktoken is known to fail),
+and asserts non-empty reference output.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+gputok = pytest.importorskip("gputok")
+_ok, _why = gputok.cuda_available()
+pytestmark = pytest.mark.skipif(not _ok, reason=f"no usable GPU: {_why}")
+
+ALGORITHMS = ("per_word", "blockbpe", "blockbpe_optimized")
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return gputok.gpt2(device="cpu")
+
+
+@pytest.fixture(scope="module")
+def gpus():
+    return {a: gputok.gpt2(device="cuda", algorithm=a) for a in ALGORITHMS}
+
+
+@pytest.fixture(scope="module")
+def tt():
+    from references import tiktoken_gpt2
+
+    return tiktoken_gpt2()
+
+
+def _first_diff(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def assert_same(texts, got, want, label):
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g != w:
+            k = _first_diff(g, w)
+            raise AssertionError(
+                f"{label}: text {i} ({len(texts[i])} chars, {texts[i][:60]!r}...) differs at "
+                f"token {k}: got {g[max(0, k - 3) : k + 3]} want {w[max(0, k - 3) : k + 3]}"
+            )
+
+
+def check_all(texts, gpus, cpu, tt, algorithms=ALGORITHMS, label=""):
+    want = tt.encode_ordinary_batch(texts, num_threads=8)
+    assert any(want) or not any(texts), "tiktoken returned nothing: reference misbuilt"
+    assert_same(texts, cpu.encode_ordinary_batch(texts), want, f"cpu {label}")
+    for a in algorithms:
+        assert_same(texts, gpus[a].encode_ordinary_batch(texts), want, f"{a} {label}")
+
+
+# -------------------------------------------------------------------------- literals
+
+
+LITERALS = [
+    ("hello world", [31373, 995]),
+    ("a   b", [64, 220, 220, 275]),
+    ("<|endoftext|>", [27, 91, 437, 1659, 5239, 91, 29]),
+]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_literals(gpus, algorithm):
+    for text, ids in LITERALS:
+        assert gpus[algorithm].encode_ordinary(text) == ids
+
+
+def test_tokenize_batch_returns_kernel_time(gpus):
+    ids, ms = gpus["per_word"].tokenize_batch(["hello world", "a   b"])
+    assert ids == [[31373, 995], [64, 220, 220, 275]]
+    assert isinstance(ms, float) and ms > 0.0
+
+
+def test_special_tokens_on_gpu(gpus, tt):
+    t = "a<|endoftext|>b  <|endoftext|>"
+    for a in ALGORITHMS:
+        assert gpus[a].encode(t, allowed_special="all") == tt.encode(t, allowed_special="all")
+
+
+# -------------------------------------------------------------------------- corpus
+
+
+def test_corpus(corpus, gpus, cpu, tt):
+    check_all(list(corpus), gpus, cpu, tt, label="corpus")
+
+
+def test_corpus_one_string(corpus, gpus, cpu, tt):
+    """The whole corpus as one sequence (many pieces, one unit)."""
+    text = "".join(corpus[:400])
+    check_all([text], gpus, cpu, tt, algorithms=("per_word", "blockbpe_optimized"), label="joined")
+
+
+def test_cpu_pretokenize_option(corpus, tt):
+    g = gputok.gpt2(device="cuda", gpu_pretokenize=False)
+    texts = list(corpus[:300])
+    assert_same(texts, g.encode_ordinary_batch(texts), tt.encode_ordinary_batch(texts), "cpu-pretok")
+
+
+# -------------------------------------------------------------------------- sweeps
+
+
+def _codepoint_docs():
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    docs = []
+    for i in range(0, len(cps), 512):
+        parts = []
+        for c in cps[i : i + 512]:
+            ch = chr(c)
+            parts.append(f"a{ch}b {ch}{ch} 1{ch}'s {ch}\n{ch}  {ch}")
+        docs.append("".join(parts))
+    return docs
+
+
+def test_every_codepoint(gpus, cpu, tt):
+    docs = _codepoint_docs()
+    check_all(docs, gpus, cpu, tt, algorithms=("per_word", "blockbpe"), label="codepoints")
+
+
+def test_every_codepoint_alone(gpus, tt):
+    """Each scalar value as its own text (unit start and end on the same character)."""
+    texts = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    want = tt.encode_ordinary_batch(texts, num_threads=8)
+    assert_same(texts, gpus["per_word"].encode_ordinary_batch(texts), want, "single codepoints")
+
+
+def test_every_token_merges_to_itself(gpus, cpu):
+    """tiktoken returns a piece's own rank when the piece is a token; plain BPE agrees for
+    r50k: BPE of a token's bytes is that token (for every token that is one piece)."""
+    texts, want = [], []
+    for i in range(50256):
+        b = cpu.decode_single_token_bytes(i)
+        try:
+            s = b.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if len(cpu._vocab.pieces(b)) != 1:
+            continue
+        texts.append(s)
+        want.append([i])
+    assert len(texts) > 40000
+    for a in ALGORITHMS:
+        assert_same(texts, gpus[a].encode_ordinary_batch(texts), want, f"{a} tokens")
+
+
+# -------------------------------------------------------------------------- pathological
+
+
+def _pathological():
+    ws = ["\u00a0", "\u0085", "\u000b", "\u1680", "\u2000", "\u200a", "\u2028", "\u2029",
+          "\u202f", "\u205f", "\u3000", "\u180e", "\u200b", "\ufeff", "\u001c", "\t", "\r\n"]
+    out = [
+        "", " ", "  ", "a", "'", "'s", "''s", "DON'T", "don't", "it's'll've're'd'm't",
+        "x'S 'S 's", " 's", "  's", "\n's", "1's", "!'s", "'ll'", "'l", "'v'e", "a \n\nb",
+        "a   b", "a\n\n\n", "   ", "\n", " \n ", "a \t b", "1000", "12345678901234567890",
+        "$$$ ...!!!", "hello\u00a0world", "🙂🙂🙂 🙂", "日本語のテキスト、です。", "Привет, мир!",
+        "a" * 5000, " " * 3000 + "a", "\n" * 3000 + "b", "1" * 4000, "ab" * 3000,
+        "aaa", "aaaa", "aaaaa", "a" * 33, "a" * 513, "abc" * 1000, "." * 2000,
+        "x" + "'s" * 500, "é" * 2000, "🙂" * 600, "ウ" * 1500,
+    ]
+    for w in ws:
+        out += [w, w * 3, f"a{w}b", f"a{w}{w}b", f"a {w}b", f"a{w} b", f"{w}'s", f"a{w}",
+                f"{w}a", f"x {w}{w} y", f"1{w}2"]
+    rng = random.Random(7)
+    alphabet = ["a", "b", " ", "'", "s", "l", "1", "\n", "é", "日", "!", "\u00a0", "🙂", "A", "t"]
+    for _ in range(2000):
+        out.append("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))))
+    return out
+
+
+def test_pathological(gpus, cpu, tt):
+    texts = _pathological()
+    check_all(texts, gpus, cpu, tt, label="pathological")
+
+
+def test_long_pieces_per_word(gpus, cpu, tt):
+    """Pieces longer than the warp's shared capacity go through global memory."""
+    rng = random.Random(11)
+    texts = []
+    for n in (31, 32, 33, 64, 511, 512, 513, 600, 2000, 20000):
+        for alpha in ("a", "ab", "aeiou", "abcdefghijklmnopqrstuvwxyz", "0123456789", "日本語",
+                      "éa", "!?.", "lo"):
+            texts.append("".join(rng.choice(alpha) for _ in range(n)))
+    texts.append("a" * 200_000)
+    texts.append("7" * 100_000)
+    want = tt.encode_ordinary_batch(texts, num_threads=8)
+    assert_same(texts, gpus["per_word"].encode_ordinary_batch(texts), want, "long pieces")
+    assert_same(texts, cpu.encode_ordinary_batch(texts), want, "long pieces cpu")
+
+
+def test_whitespace_runs_where_tiktoken_fails(gpus, cpu):
+    """tiktoken panics on ~1M spaces then a letter (REFERENCE.md); HF is the reference."""
+    from references import hf_gpt2
+
+    hf = hf_gpt2()
+    for text in (" " * 1_000_000 + "a", "\n" * 1_000_000 + "b"):
+        want = hf.encode(text).ids
+        assert want
+        assert gpus["per_word"].encode_ordinary(text) == want
+        assert cpu.encode_ordinary(text) == want
+
+
+# -------------------------------------------------------------------------- hypothesis
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_chars = st.one_of(
+    st.characters(blacklist_categories=("Cs",)),
+    st.sampled_from(list(" \n\t'sdmtlvre0123abc\u00a0\u3000!.")),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(_chars, max_size=80), min_size=1, max_size=12))
+def test_hypothesis_batches(gpus, cpu, tt, texts):
+    check_all(texts, gpus, cpu, tt, label="hypothesis")
+
+
+# -------------------------------------------------------------------------- memory
+
+
+def test_no_allocation_in_steady_state(corpus):
+    g = gputok.gpt2(device="cuda")
+    texts = list(corpus[:200])
+    g.encode_ordinary_batch(texts)  # warm: the pool grows here
+    before = g.gpu_counters()
+    for _ in range(5):
+        g.encode_ordinary_batch(texts)
+        g.encode_ordinary_batch(texts[:50])
+    after = g.gpu_counters()
+    assert after["device_allocs"] == before["device_allocs"]
+    assert after["pinned_allocs"] == before["pinned_allocs"]
+    assert after["launches"] > before["launches"]
+
+
+def test_oom_is_clear_and_recoverable(corpus, tt):
+    g = gputok.gpt2(device="cuda")
+    text = "".join(corpus[:100])
+    g.set_pool_limit(1 << 16)
+    with pytest.raises(gputok.DeviceMemoryError):
+        g.encode_ordinary(text)
+    with pytest.raises(MemoryError):
+        g.encode_ordinary(text)
+    g.set_pool_limit(0)
+    assert g.encode_ordinary(text) == tt.encode_ordinary(text)
+
+
+# -------------------------------------------------------------------------- size
+
+
+@pytest.mark.slow
+def test_single_string_over_100mb(corpus, cpu):
+    base = " ".join(corpus)
+    text = (base + " ") * (100_000_000 // (len(base.encode()) + 1) + 1)
+    assert len(text.encode()) >= 100_000_000
+    got = gputok.gpt2(device="cuda").encode_ordinary(text)
+    want = cpu.encode_ordinary(text)
+    assert got == want
+
+
+@pytest.mark.slow
+def test_batch_over_1gb(corpus, cpu):
+    import numpy as np
+
+    docs = list(corpus)
+    size = sum(len(d.encode()) for d in docs)
+    texts = docs * (1_000_000_000 // size + 1)
+    g = gputok.gpt2(device="cuda")
+    ids, offsets = g.encode_batch_flat(texts, disallowed_special=())
+    ids_c, offsets_c = cpu.encode_batch_flat(texts, disallowed_special=())
+    assert np.array_equal(offsets, offsets_c)
+    assert np.array_equal(ids, ids_c)
