@@ -6,7 +6,7 @@ process is started with ``RAYON_NUM_THREADS=N`` (HF tokenizers and gigatoken siz
 global rayon pools from it at first use; tiktoken and gputok take ``num_threads=N``).
 Each worker:
 
-1. loads the pinned corpus (``bench/corpus.py``; ``bench`` profile ~102 MB, ``ci`` with
+1. loads the pinned corpus (``bench/corpus.py``; ``bench`` profile ~85 MB, ``ci`` with
    ``--quick``) and builds every tokenizer offline (``tests/references.py``);
 2. **corpus batch**: one cold pass per tokenizer whose output is checked equal to
    tiktoken's (and non-empty for non-empty docs) *before* any timing, then ``--repeat``
@@ -294,7 +294,8 @@ def worker(args) -> dict:
             res["errors"][name] = f"mismatch vs tiktoken: {mism}"
             continue
         times = []
-        for r in range(args.repeat):
+        reps = args.hf_repeat if name == "hf" else args.repeat
+        for r in range(reps):
             t, out = timed(batch_fn, docs)
             del out
             times.append(t)
@@ -378,8 +379,8 @@ def markdown(report: dict) -> str:
         f"{c['bytes'] / 1e6:.1f} MB UTF-8, {report.get('tokens', 0) / 1e6:.2f} M tokens; "
         f"mixed English reST docs, Python source, kernel YAML, man pages in ja/zh/ru/de/fr/pl.",
         "- Every output was checked equal to tiktoken's before timing. Median of "
-        f"{report['repeat']} warm passes after one cold pass (pretoken caches are warm in the "
-        "timed passes; cold MB/s shown beside).",
+        f"{report['repeat']} warm passes ({report.get('hf_repeat', 1)} for HF) after one cold "
+        "pass (pretoken caches are warm in the timed passes; cold MB/s shown beside).",
     ]
     errs = {f"{t}t {k}": v for t, r in report["runs"].items() for k, v in r["errors"].items()}
     if errs:
@@ -459,6 +460,7 @@ def driver(args, argv: list[str]) -> int:
         "command": "python bench/bench_cpu.py " + " ".join(shlex.quote(a) for a in argv),
         "machine": machine_info(),
         "repeat": args.repeat,
+        "hf_repeat": args.hf_repeat,
         "runs": {},
     }
     for n in thread_list:
@@ -510,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"comma list from {','.join(TOKENIZERS)}")
     ap.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")], default=list(LENGTHS))
     ap.add_argument("--repeat", type=int, default=None, help="timed corpus passes (default 3; 1 with --quick)")
+    ap.add_argument("--hf-repeat", type=int, default=1,
+                    help="timed corpus passes for HF tokenizers (slow: ~1-3 MB/s per core; default 1)")
     ap.add_argument("--docs", dest="docs", action="store_true", default=None, help="write docs/benchmarks.md (default unless --quick)")
     ap.add_argument("--no-docs", dest="docs", action="store_false")
     # worker-only

@@ -3,7 +3,7 @@
 Builds the pinned corpus if missing (bench/corpus.py: Debian .debs via apt-get, sha256
 checked; ``ci`` ~4 MB, ~16 s the first time, then a cached jsonl read, ~0.1 s).
 ``corpus`` is a session-scoped pytest fixture with the ``ci`` profile; set
-``GPUTOK_CORPUS=bench`` to run corpus tests on the full ~100 MB corpus instead.
+``GPUTOK_CORPUS=bench`` to run corpus tests on the full ~85 MB corpus instead.
 """
 
 from __future__ import annotations

@@ -45,8 +45,12 @@ def test_request_rows_errors(tokens, lengths, message):
 
 
 def test_decode_requests_batch_and_isolation(tok):
-    ok1 = m.request_rows(np.array([[[31373, 995]]], np.int32), np.array([[2]], np.int32), 50257, 100)
-    ok2 = m.request_rows(np.array([[[64, 0]], [[65, 0]]], np.int32), np.array([[1], [2]], np.int32), 50257, 100)
+    ok1 = m.request_rows(
+        np.array([[[31373, 995]]], np.int32), np.array([[2]], np.int32), 50257, 100
+    )
+    ok2 = m.request_rows(
+        np.array([[[64, 0]], [[65, 0]]], np.int32), np.array([[1], [2]], np.int32), 50257, 100
+    )
     prior = m.RequestError("bad shape")
     out = m.decode_requests(tok, [ok1, prior, ok2], "replace")
     assert out[0].tolist() == [[b"hello world"]]

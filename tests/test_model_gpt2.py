@@ -27,10 +27,18 @@ def test_shipped_config_parses():
 
 
 def test_request_rows():
-    rows = m.request_rows(np.array([[5, 6, 50256], [7, 50256, 50256]], np.int32), np.array([[2], [1]]),
-                          np.array([[3], [4]]), 50257, 1024, 16)
+    rows = m.request_rows(
+        np.array([[5, 6, 50256], [7, 50256, 50256]], np.int32),
+        np.array([[2], [1]]),
+        np.array([[3], [4]]),
+        50257,
+        1024,
+        16,
+    )
     assert [(p.tolist(), k) for p, k in rows] == [([5, 6], 3), ([7], 4)]
-    (p, k), = m.request_rows(np.zeros((1, 0), np.int32), np.array([[0]]), np.array([[2]]), 50257, 1024, 16)
+    ((p, k),) = m.request_rows(
+        np.zeros((1, 0), np.int32), np.array([[0]]), np.array([[2]]), 50257, 1024, 16
+    )
     assert p.tolist() == [50256], "an empty prompt starts from <|endoftext|>"
 
 
@@ -52,8 +60,10 @@ def test_request_rows_errors(ids, lens, outs, message):
 
 def test_batched_equals_one_at_a_time(tiny):
     """Left padding with position ids and the KV cache must not change any row's tokens."""
-    prompts = [np.array(p, np.int64) for p in ([31373, 995], [64], [40, 1101, 257, 3290, 290, 314, 588])]
-    rows = [(p, k) for p, k in zip(prompts, (5, 3, 6))]
+    prompts = [
+        np.array(p, np.int64) for p in ([31373, 995], [64], [40, 1101, 257, 3290, 290, 314, 588])
+    ]
+    rows = [(p, k) for p, k in zip(prompts, (5, 3, 6), strict=True)]
     batched = m.greedy_generate(tiny, rows, eot=None)
     single = [m.greedy_generate(tiny, [r], eot=None)[0] for r in rows]
     assert [b.tolist() for b in batched] == [s.tolist() for s in single]
@@ -69,7 +79,14 @@ def test_batched_equals_one_at_a_time(tiny):
 
 def test_stops_at_eot():
     class Fake(torch.nn.Module):  # emits 7, 8, then EOT forever
-        def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=True):
+        def forward(
+            self,
+            input_ids,
+            attention_mask=None,
+            position_ids=None,
+            past_key_values=None,
+            use_cache=True,
+        ):
             step = 0 if past_key_values is None else past_key_values + 1
             logits = torch.zeros(input_ids.shape[0], input_ids.shape[1], 50257)
             logits[:, -1, [7, 8, 50256][min(step, 2)]] = 1.0
@@ -84,3 +101,11 @@ def test_pack_outputs():
     assert ids.dtype == np.int32 and ids.shape == (3, 1, 2)
     assert ids[:, 0].tolist() == [[1, 2], [50256, 50256], [3, 50256]]
     assert lens.tolist() == [[2], [0], [1]]
+
+
+def test_weights_from_local_dir(tiny, tmp_path):
+    tiny.save_pretrained(tmp_path)
+    model, note = m.build_model(m.GPT2Settings(weights_dir=str(tmp_path)), "cpu")
+    assert "weights from" in note
+    rows = [(np.array([31373, 995]), 4)]
+    assert m.greedy_generate(model, rows, None)[0].tolist() == m.greedy_generate(tiny, rows, None)[0].tolist()

@@ -15,14 +15,25 @@ def rows(*texts):
 
 def test_shipped_config_parses():
     params = config_parameters("tokenizer")
-    assert {"vocab_file", "algorithm", "max_bytes_per_request", "utf8_errors", "allowed_special"} <= set(params)
+    assert {
+        "vocab_file",
+        "algorithm",
+        "max_bytes_per_request",
+        "utf8_errors",
+        "allowed_special",
+    } <= set(params)
     s = m.parse_settings(params)
     assert s == m.TokenizerSettings()  # the shipped config states the defaults
 
 
 @pytest.mark.parametrize(
     "key, value",
-    [("utf8_errors", "ignore"), ("device", "tpu"), ("max_bytes_per_request", "0"), ("outputs_on_gpu", "maybe")],
+    [
+        ("utf8_errors", "ignore"),
+        ("device", "tpu"),
+        ("max_bytes_per_request", "0"),
+        ("outputs_on_gpu", "maybe"),
+    ],
 )
 def test_bad_settings_raise(key, value):
     with pytest.raises(ValueError):
@@ -96,8 +107,8 @@ def test_encode_requests_one_call_and_exact(tok, ref):
     texts = [[b"hello world", b"a   b"], [b"DON'T"], [b""], ["日本語".encode()]]
     out = m.encode_requests(ct, texts, s)
     assert ct.calls == 1, "all rows of all requests must go to gputok in one call"
-    for req, (padded, lengths) in zip(texts, out):
-        for row, p, n in zip(req, padded, lengths[:, 0]):
+    for req, (padded, lengths) in zip(texts, out, strict=True):
+        for row, p, n in zip(req, padded, lengths[:, 0], strict=True):
             want = ref.encode_ordinary(row.decode())
             assert p[:n].tolist() == want
             assert (p[n:] == 50256).all()
@@ -113,8 +124,10 @@ def test_bad_request_is_isolated(tok, ref):
     assert isinstance(out[1], ValueError)
     assert out[2] is prior
     assert isinstance(out[3], ValueError) and "special" in str(out[3])
-    assert [r[: n].tolist() for r, n in zip(out[4][0], out[4][1][:, 0])] == [
-        ref.encode_ordinary("good two"), ref.encode_ordinary("x")]
+    assert [r[:n].tolist() for r, n in zip(out[4][0], out[4][1][:, 0], strict=True)] == [
+        ref.encode_ordinary("good two"),
+        ref.encode_ordinary("x"),
+    ]
     assert m.error_code_for(out[1]) == "INVALID_ARG"
     assert m.error_code_for(RuntimeError("boom")) == "INTERNAL"
 
@@ -123,17 +136,20 @@ def test_policies(tok, ref):
     replace = m.TokenizerSettings(utf8_errors="replace", allowed_special="all")
     out = m.encode_requests(tok, [[b"bad \xff", b"a<|endoftext|>"]], replace)
     (padded, lengths) = out[0]
-    assert padded[0, : lengths[0, 0]].tolist() == ref.encode_ordinary(b"bad \xff".decode("utf-8", "replace"))
+    assert padded[0, : lengths[0, 0]].tolist() == ref.encode_ordinary(
+        b"bad \xff".decode("utf-8", "replace")
+    )
     assert padded[1, : lengths[1, 0]].tolist() == [64, 50256]
     ordinary = m.TokenizerSettings(disallowed_special="")
-    (padded, lengths), = m.encode_requests(tok, [[b"<|endoftext|>"]], ordinary)
+    ((padded, lengths),) = m.encode_requests(tok, [[b"<|endoftext|>"]], ordinary)
     assert padded[0].tolist() == [27, 91, 437, 1659, 5239, 91, 29]
 
 
 def test_load_tokenizer_from_file(tmp_path):
+    from pathlib import Path
+
     import gputok
 
-    from pathlib import Path
     s = m.TokenizerSettings(vocab_file="gpt2.tiktoken")
     data = Path(gputok.__file__).parent / "data" / "gpt2.tiktoken"
     (tmp_path / "gpt2.tiktoken").write_bytes(data.read_bytes())

@@ -147,18 +147,18 @@ class Core {
     const SpecialPolicy policy{allowed, disallowed};
     const Utf8Policy utf8 = to_policy(errors);
     const Algorithm alg = to_algorithm(algorithm);
-    EncodeResult r;
+    std::vector<int32_t> ids;
     {
       py::gil_scoped_release release;
       if (gpu_) {
         std::lock_guard<std::mutex> lock(gpu_mu_);
-        r = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8);
+        ids = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8).ids;
       } else {
-        r = encoder_.encode_batch(inputs, policy, utf8, 1);
+        encoder_.encode_one(inputs[0], policy, utf8, ids);
       }
     }
-    py::list out(r.ids.size());
-    for (size_t i = 0; i < r.ids.size(); ++i) out[i] = py::int_(r.ids[i]);
+    py::list out(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) PyList_SET_ITEM(out.ptr(), i, PyLong_FromLong(ids[i]));
     return out;
   }
 

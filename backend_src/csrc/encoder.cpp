@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <exception>
 
 #include "merge.h"
@@ -182,7 +181,8 @@ struct Encoder::Unit {
 };
 
 struct Encoder::Prepared {
-  std::deque<std::string> storage;  // repaired texts (errors="replace")
+  // Repaired texts (errors="replace"); unique_ptr keeps views valid as the vector grows.
+  std::vector<std::unique_ptr<std::string>> storage;
   std::vector<Unit> units;
 };
 
@@ -227,8 +227,8 @@ void Encoder::prepare(const std::vector<TextInput>& texts, const SpecialPolicy& 
       const size_t bad = utf8_first_invalid(data, text.size());
       if (bad < text.size()) {
         if (utf8 == Utf8Policy::kStrict) throw Utf8Error(ti, bad, data[bad]);
-        p.storage.push_back(utf8_replace_invalid(data, text.size()));
-        text = p.storage.back();
+        p.storage.push_back(std::make_unique<std::string>(utf8_replace_invalid(data, text.size())));
+        text = *p.storage.back();
       }
     }
     for (const std::string* d : disallowed)
@@ -284,9 +284,10 @@ void Encoder::encode_segment(Worker& w, std::string_view text, std::vector<int32
       out.push_back(v.byte_token[piece[0]]);
       continue;
     }
+    const uint64_t h = hash_bytes(piece, len);
     if (whole) {
       const int32_t id =
-          vocab_->find_token(std::string_view(reinterpret_cast<const char*>(piece), len));
+          vocab_->find_token(std::string_view(reinterpret_cast<const char*>(piece), len), h);
       if (id >= 0) {
         out.push_back(id);
         continue;
@@ -296,10 +297,9 @@ void Encoder::encode_segment(Worker& w, std::string_view text, std::vector<int32
       merge_piece(v, piece, len, out, w.scratch);
       continue;
     }
-    const uint64_t h = hash_bytes(piece, len);
     size_t n_ids = 0;
     if (const int32_t* hit = w.cache.find(piece, len, h, &n_ids)) {
-      out.insert(out.end(), hit, hit + n_ids);
+      for (size_t k = 0; k < n_ids; ++k) out.push_back(hit[k]);
       continue;
     }
     const size_t before = out.size();
@@ -312,6 +312,31 @@ void Encoder::encode_ordinary(std::string_view text, std::vector<int32_t>& out) 
   Worker* w = acquire();
   try {
     encode_segment(*w, text, out);
+  } catch (...) {
+    release(w);
+    throw;
+  }
+  release(w);
+}
+
+void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
+                         std::vector<int32_t>& out) const {
+  if (text.bytes.size() > 4 * kChunkBytes) {
+    EncodeResult r = encode_batch({text}, policy, utf8, 0);
+    out = std::move(r.ids);
+    return;
+  }
+  Prepared p;
+  prepare({text}, policy, utf8, p);
+  out.reserve(text.bytes.size() / 3 + 4);
+  Worker* w = acquire();
+  try {
+    for (const Unit& u : p.units) {
+      if (u.special >= 0)
+        out.push_back(u.special);
+      else
+        encode_segment(*w, u.bytes, out);
+    }
   } catch (...) {
     release(w);
     throw;

@@ -93,6 +93,11 @@ class Encoder {
                                 const std::vector<TextInput>& texts, const SpecialPolicy& policy,
                                 Utf8Policy utf8) const;
 
+  // One text on the calling thread (texts over a few chunks go to encode_batch, which
+  // splits them across cores): the latency path, with no scheduling structures.
+  void encode_one(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
+                  std::vector<int32_t>& out) const;
+
   // Tokens of one ordinary segment (valid UTF-8, no specials): the CPU twin of the GPU path.
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
 

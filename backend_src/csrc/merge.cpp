@@ -24,37 +24,52 @@ inline uint64_t probe(VocabView v, int32_t left, int32_t right) {
   return pair_lookup(v.pairs, uint32_t(left), uint32_t(right));
 }
 
-inline uint32_t rank_of(uint64_t value) { return value == kEmptyKey ? kNoRank : pair_rank(value); }
+// The packed value of the pair of bytes (a, b): from the L2-resident byte table when the
+// view has one, else from the hash table.
+inline uint64_t probe_bytes(VocabView v, uint8_t a, uint8_t b) {
+  return v.byte_pairs ? v.byte_pairs[(uint32_t(a) << 8) | b]
+                      : probe(v, v.byte_token[a], v.byte_token[b]);
+}
 
+// A packed value's rank; kEmptyKey's low half is kNoRank, so misses need no branch.
+inline uint32_t rank_of(uint64_t value) { return uint32_t(value); }
+
+// tiktoken's loop on a singly linked list over arrays: each pass scans the live parts for
+// the lowest rank (leftmost wins ties), merges, and re-probes the two pairs it changed.
+// vals[i] caches the packed value of the pair starting at part i, so the merged id comes
+// with the rank and a merge costs no extra probe.
 void merge_scan(VocabView v, const uint8_t* piece, size_t n, std::vector<int32_t>& out,
                 MergeScratch& s) {
   s.ids.resize(n);
-  s.ranks.resize(n);
+  s.vals.resize(n);
+  s.next.resize(n);
   int32_t* ids = s.ids.data();
-  uint32_t* ranks = s.ranks.data();
-  for (size_t i = 0; i < n; ++i) ids[i] = v.byte_token[piece[i]];
-  for (size_t i = 0; i + 1 < n; ++i) ranks[i] = rank_of(probe(v, ids[i], ids[i + 1]));
-  size_t count = n;
-  while (count > 1) {
-    size_t best = 0;
-    uint32_t best_rank = ranks[0];
-    for (size_t i = 1; i + 1 < count; ++i) {
-      if (ranks[i] < best_rank) {
-        best_rank = ranks[i];
+  uint64_t* vals = s.vals.data();
+  int32_t* next = s.next.data();
+  for (size_t i = 0; i < n; ++i) {
+    ids[i] = v.byte_token[piece[i]];
+    next[i] = int32_t(i + 1);
+    vals[i] = i + 1 < n ? probe_bytes(v, piece[i], piece[i + 1]) : kEmptyKey;
+  }
+  next[n - 1] = -1;
+  for (;;) {
+    int32_t best = -1, best_prev = -1, prev = -1;
+    uint32_t best_rank = kNoRank;
+    for (int32_t i = 0; i >= 0; prev = i, i = next[i]) {
+      if (rank_of(vals[i]) < best_rank) {
+        best_rank = rank_of(vals[i]);
         best = i;
+        best_prev = prev;
       }
     }
-    if (best_rank == kNoRank) break;
-    ids[best] = int32_t(pair_merged(probe(v, ids[best], ids[best + 1])));
-    // Erase part best+1 and the rank of the pair it started.
-    std::memmove(ids + best + 1, ids + best + 2, (count - best - 2) * sizeof(int32_t));
-    std::memmove(ranks + best + 1, ranks + best + 2,
-                 (count > best + 2 ? count - best - 2 : 0) * sizeof(uint32_t));
-    --count;
-    if (best + 1 < count) ranks[best] = rank_of(probe(v, ids[best], ids[best + 1]));
-    if (best > 0) ranks[best - 1] = rank_of(probe(v, ids[best - 1], ids[best]));
+    if (best < 0) break;
+    const int32_t gone = next[best];
+    ids[best] = int32_t(pair_merged(vals[best]));
+    next[best] = next[gone];
+    vals[best] = next[best] >= 0 ? probe(v, ids[best], ids[next[best]]) : kEmptyKey;
+    if (best_prev >= 0) vals[best_prev] = probe(v, ids[best_prev], ids[best]);
   }
-  out.insert(out.end(), ids, ids + count);
+  for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(ids[i]);
 }
 
 // Heap of (rank << 32 | position) with lazy deletion: an entry is live when its position
@@ -63,12 +78,12 @@ void merge_scan(VocabView v, const uint8_t* piece, size_t n, std::vector<int32_t
 void merge_heap(VocabView v, const uint8_t* piece, size_t n, std::vector<int32_t>& out,
                 MergeScratch& s) {
   s.ids.resize(n);
-  s.ranks.resize(n);
+  s.vals.resize(n);
   s.next.resize(n);
   s.prev.resize(n);
   s.heap.clear();
   int32_t* ids = s.ids.data();
-  uint32_t* ranks = s.ranks.data();  // rank of the pair starting here; kNoRank if none/dead
+  uint64_t* vals = s.vals.data();  // packed value of the pair starting here; kEmptyKey if none
   int32_t* next = s.next.data();
   int32_t* prev = s.prev.data();
   auto& heap = s.heap;
@@ -77,18 +92,15 @@ void merge_heap(VocabView v, const uint8_t* piece, size_t n, std::vector<int32_t
     ids[i] = v.byte_token[piece[i]];
     next[i] = i + 1 < n ? int32_t(i + 1) : -1;
     prev[i] = int32_t(i) - 1;
+    vals[i] = i + 1 < n ? probe_bytes(v, piece[i], piece[i + 1]) : kEmptyKey;
+    if (rank_of(vals[i]) != kNoRank) heap.push_back((uint64_t(rank_of(vals[i])) << 32) | i);
   }
-  for (size_t i = 0; i + 1 < n; ++i) {
-    ranks[i] = rank_of(probe(v, ids[i], ids[i + 1]));
-    if (ranks[i] != kNoRank) heap.push_back((uint64_t(ranks[i]) << 32) | i);
-  }
-  ranks[n - 1] = kNoRank;
   std::make_heap(heap.begin(), heap.end(), cmp);
   auto refresh = [&](int32_t at) {
     const int32_t nx = next[at];
-    ranks[at] = nx < 0 ? kNoRank : rank_of(probe(v, ids[at], ids[nx]));
-    if (ranks[at] != kNoRank) {
-      heap.push_back((uint64_t(ranks[at]) << 32) | uint32_t(at));
+    vals[at] = nx < 0 ? kEmptyKey : probe(v, ids[at], ids[nx]);
+    if (rank_of(vals[at]) != kNoRank) {
+      heap.push_back((uint64_t(rank_of(vals[at])) << 32) | uint32_t(at));
       std::push_heap(heap.begin(), heap.end(), cmp);
     }
   };
@@ -97,13 +109,12 @@ void merge_heap(VocabView v, const uint8_t* piece, size_t n, std::vector<int32_t
     const uint64_t top = heap.back();
     heap.pop_back();
     const int32_t at = int32_t(top & 0xFFFFFFFFu);
-    const uint32_t rank = uint32_t(top >> 32);
-    if (ranks[at] != rank) continue;  // stale
-    const int32_t nx = next[at];
-    ids[at] = int32_t(pair_merged(probe(v, ids[at], ids[nx])));
-    ranks[nx] = kNoRank;
-    next[at] = next[nx];
-    if (next[nx] >= 0) prev[next[nx]] = at;
+    if (rank_of(vals[at]) != uint32_t(top >> 32)) continue;  // stale
+    const int32_t gone = next[at];
+    ids[at] = int32_t(pair_merged(vals[at]));
+    vals[gone] = kEmptyKey;
+    next[at] = next[gone];
+    if (next[gone] >= 0) prev[next[gone]] = at;
     refresh(at);
     if (prev[at] >= 0) refresh(prev[at]);
   }
@@ -130,7 +141,7 @@ void merge_piece_reference(VocabView v, const uint8_t* piece, size_t n, std::vec
     uint32_t best_rank = kNoRank;
     size_t best = 0;
     for (size_t i = 0; i + 1 < parts.size(); ++i) {
-      const uint32_t r = rank_of(probe(v, parts[i], parts[i + 1]));
+      const uint32_t r = rank_of(probe(v, parts[i], parts[i + 1]));  // the hash table only
       if (r < best_rank) {
         best_rank = r;
         best = i;

@@ -12,10 +12,9 @@ namespace gputok {
 
 struct MergeScratch {
   std::vector<int32_t> ids;
-  std::vector<uint32_t> ranks;
+  std::vector<uint64_t> vals;
   std::vector<int32_t> next, prev;
   std::vector<uint64_t> heap;
-  std::vector<uint32_t> heap_rank;
 };
 
 // Appends the tokens of piece[0, n) (n >= 1) to `out`. Short pieces use tiktoken's

@@ -27,9 +27,23 @@ struct Char {
   uint8_t cls;
 };
 
+// ASCII classes without the two-stage walk: most text is mostly ASCII.
+struct AsciiClasses {
+  uint8_t cls[128];
+  constexpr AsciiClasses() : cls() {
+    for (int c = 0; c < 128; ++c) {
+      const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+      const bool digit = c >= '0' && c <= '9';
+      const bool space = c == ' ' || (c >= 0x09 && c <= 0x0D);
+      cls[c] = letter ? kLetter : digit ? kNumber : space ? kSpace : kOther;
+    }
+  }
+};
+constexpr AsciiClasses kAscii;
+
 inline Char char_at(UnicodeTableView uni, const uint8_t* text, size_t pos) {
   const uint8_t b = text[pos];
-  if (b < 0x80) return Char{1, char_class(uni, b)};
+  if (b < 0x80) return Char{1, kAscii.cls[b]};
   const uint32_t len = utf8_len(b);
   return Char{len, char_class(uni, utf8_decode(text + pos, len))};
 }

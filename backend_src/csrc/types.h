@@ -134,6 +134,10 @@ GPUTOK_HD uint32_t pair_merged(uint64_t value) { return uint32_t(value >> 32); }
 struct VocabView {
   PairTableView pairs;
   const int32_t* byte_token;  // 256 entries: the token of each single byte
+  // Optional (may be null): 65536 packed pair values indexed by (byte0 << 8) | byte1, the
+  // pairs every merge starts from. 512 KB stays in L2, where the 8 MB hash table does not,
+  // so the first n-1 probes of a piece cost a cache hit instead of a miss each.
+  const uint64_t* byte_pairs = nullptr;
 };
 
 }  // namespace gputok

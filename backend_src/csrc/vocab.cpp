@@ -55,8 +55,12 @@ void BytesIndex::build(const std::vector<std::string>& keys) {
 }
 
 int32_t BytesIndex::find(std::string_view s) const {
+  return find(s, hash_bytes(s.data(), s.size()));
+}
+
+int32_t BytesIndex::find(std::string_view s, uint64_t hash) const {
   if (slots_.empty()) return -1;
-  uint64_t slot = hash_bytes(s.data(), s.size()) & mask_;
+  uint64_t slot = hash & mask_;
   for (;;) {
     const int32_t id = slots_[slot];
     if (id < 0) return -1;
@@ -117,6 +121,13 @@ void Vocab::finish(std::vector<SpecialToken> specials) {
   specials_ = std::move(specials);
 }
 
+void Vocab::build_byte_pairs() {
+  byte_pairs_.assign(65536, kEmptyKey);
+  for (int a = 0; a < 256; ++a)
+    for (int b = 0; b < 256; ++b)
+      byte_pairs_[(a << 8) | b] = pair_lookup(pair_view(), uint32_t(byte_token_[a]), uint32_t(byte_token_[b]));
+}
+
 Vocab Vocab::from_ranks(std::vector<std::string> tokens, std::vector<SpecialToken> specials) {
   Vocab v;
   v.tokens_ = std::move(tokens);
@@ -137,6 +148,7 @@ Vocab Vocab::from_ranks(std::vector<std::string> tokens, std::vector<SpecialToke
       v.insert_pair(uint32_t(l), uint32_t(r), uint32_t(id), uint32_t(id));
     }
   }
+  v.build_byte_pairs();
   return v;
 }
 
@@ -158,6 +170,7 @@ Vocab Vocab::from_merges(std::vector<std::string> tokens,
                        " names a token missing from the vocabulary");
     v.insert_pair(uint32_t(l), uint32_t(r), uint32_t(m), uint32_t(rank));
   }
+  v.build_byte_pairs();
   return v;
 }
 

@@ -27,7 +27,8 @@ class VocabError : public std::runtime_error {
 class BytesIndex {
  public:
   void build(const std::vector<std::string>& keys);
-  // Returns the id of `s`, or -1.
+  // Returns the id of `s`, or -1. `hash` is hash_bytes(s), when the caller has it already.
+  int32_t find(std::string_view s, uint64_t hash) const;
   int32_t find(std::string_view s) const;
 
  private:
@@ -63,7 +64,7 @@ class Vocab {
                            const std::vector<std::pair<std::string, std::string>>& merges,
                            std::vector<SpecialToken> specials);
 
-  VocabView view() const { return VocabView{pair_view(), byte_token_.data()}; }
+  VocabView view() const { return VocabView{pair_view(), byte_token_.data(), byte_pairs_.data()}; }
   PairTableView pair_view() const {
     return PairTableView{pair_keys_.data(), pair_values_.data(), uint32_t(pair_keys_.size() - 1)};
   }
@@ -81,7 +82,8 @@ class Vocab {
 
   // Number of ids, specials included (50257 for GPT-2).
   size_t n_vocab() const { return n_vocab_; }
-  // The id of a whole-piece token, or -1.
+  // The id of a whole-piece token, or -1. `hash` is hash_bytes(bytes).
+  int32_t find_token(std::string_view bytes, uint64_t hash) const { return index_.find(bytes, hash); }
   int32_t find_token(std::string_view bytes) const { return index_.find(bytes); }
   // Bytes of any id (ordinary or special); throws std::out_of_range for unknown ids.
   std::string_view token_bytes(int64_t id) const;
@@ -91,6 +93,7 @@ class Vocab {
   void finish(std::vector<SpecialToken> specials);
   void insert_pair(uint32_t left, uint32_t right, uint32_t merged, uint32_t rank);
   void allocate_pairs(size_t expected);
+  void build_byte_pairs();
 
   std::vector<std::string> tokens_;  // by id; ids without a token are empty (gaps)
   std::vector<uint8_t> present_;     // 1 where tokens_[id] is a real token
@@ -98,6 +101,7 @@ class Vocab {
   std::vector<uint64_t> pair_keys_;
   std::vector<uint64_t> pair_values_;
   std::vector<int32_t> byte_token_ = std::vector<int32_t>(256, -1);
+  std::vector<uint64_t> byte_pairs_;  // see VocabView::byte_pairs
   BytesIndex index_;
   size_t n_pairs_ = 0;
   size_t n_vocab_ = 0;

@@ -121,7 +121,8 @@ class Tokenizer:
         return self._core.encode_list(text, allowed, disallowed, errors, self.algorithm)
 
     def encode_ordinary(self, text: Text, *, errors: str = "strict") -> list[int]:
-        self._resolve((), (), errors)
+        if errors not in ERRORS:
+            raise ValueError(f"errors must be 'strict' or 'replace', got {errors!r}")
         return self._core.encode_list(text, [], [], errors, self.algorithm)
 
     def encode_batch_flat(

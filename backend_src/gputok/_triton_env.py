@@ -86,9 +86,13 @@ def find_dist() -> TritonDist:
         )
     dist = TritonDist(Path(next(iter(spec.submodule_search_locations))) / "tritonserver")
     if not dist.binary.is_file():
-        raise ServeError(f"tritonserver binary not found at {dist.binary}; reinstall {PYTRITON_SPEC}")
+        raise ServeError(
+            f"tritonserver binary not found at {dist.binary}; reinstall {PYTRITON_SPEC}"
+        )
     if not dist.libs.is_dir():
-        raise ServeError(f"nvidia_pytriton.libs not found at {dist.libs}; reinstall {PYTRITON_SPEC}")
+        raise ServeError(
+            f"nvidia_pytriton.libs not found at {dist.libs}; reinstall {PYTRITON_SPEC}"
+        )
     return dist
 
 
@@ -112,7 +116,9 @@ def missing_libs(binary: Path, ld_library_path: str) -> list[str]:
     return [line.split()[0] for line in out.stdout.splitlines() if "not found" in line]
 
 
-def prepare_backend_dir(dist: TritonDist, workdir: Path, python_version: str, ld_path: str | None = None) -> Path:
+def prepare_backend_dir(
+    dist: TritonDist, workdir: Path, python_version: str, ld_path: str | None = None
+) -> Path:
     """Build `workdir/backends` with the python backend and the stub for `python_version`.
 
     Returns the directory to pass as --backend-directory. The wheel's own backends/python has no
@@ -151,7 +157,7 @@ r["libpython"] = lib if os.path.isfile(lib) else None
 for name in ("numpy", "gputok", "torch", "transformers"):
     try:
         m = __import__(name)
-        r[name] = getattr(m, "__version__", "ok")
+        r[name] = m.__version__  # a bare namespace package (no build) has none: reported below
     except Exception as e:  # report, do not fail: the caller decides what is required
         r[name] = None
         r[name + "_error"] = f"{type(e).__name__}: {e}"
@@ -187,31 +193,58 @@ def prepare_stub_env(
 ) -> Path:
     """Create (or reuse) a venv at `dest` whose numpy is `numpy_spec`, seeing `base_python`'s packages.
 
-    The venv holds numpy alone; a .pth file appends the site-packages of `base_python` (where
-    torch, transformers and gputok live), so the venv's numpy comes first and the rest is still
-    found. This is the recipe that worked on the H200 machine. Returns the venv's bin/ directory,
-    to put first on PATH when starting tritonserver. Needs PyPI (or a local wheel) for numpy once.
+    The recipe that worked on the H200 machine (shared/REFERENCE.md): the venv holds numpy
+    alone; a .pth file appends the site-packages of `base_python` (where torch, transformers and
+    gputok live), so the venv's numpy comes first and the rest is still found. Returns the venv's
+    bin/ directory, to put first on PATH when starting tritonserver.
+
+    The venv is made `--without-pip` (Debian-based images often lack ensurepip) and numpy goes in
+    with `base_python -m pip install --target`. Offline (the GPU machine reaches no index), pass
+    `pip_args=["--no-index", "--find-links", WHEEL_DIR]` with a numpy 1.26.4 wheel there, or set
+    GPUTOK_STUB_PIP_ARGS to the same words.
     """
     dest = Path(dest)
     py = dest / "bin" / "python3"
     if not py.exists():
-        subprocess.run([str(base_python), "-m", "venv", str(dest)], check=True)
-    report = env_report(py)
-    if numpy_major(report.get("numpy")) != 1:
-        subprocess.run(
-            [str(py), "-m", "pip", "install", "--quiet", *(pip_args or []), numpy_spec], check=True
-        )
+        subprocess.run([str(base_python), "-m", "venv", "--without-pip", str(dest)], check=True)
     code = "import site, json; print(json.dumps(site.getsitepackages()))"
-    base_sites = json.loads(
+
+    def sites(python) -> list[str]:
+        out = subprocess.run(
+            [str(python), "-c", code], capture_output=True, text=True, check=True, env=_clean_env()
+        )
+        return json.loads(out.stdout)
+
+    venv_site = Path(sites(py)[0])
+    lines = [*(extra_site_dirs or []), *sites(base_python)]
+    # `site.addsitedir`, not bare paths: it also runs the .pth files found there, which is how
+    # editable installs (gputok's own, `pip install -e backend_src`) hook themselves in.
+    (venv_site / "gputok_base_env.pth").write_text(
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in lines)
+    )
+    if numpy_major(env_report(py).get("numpy")) != 1:
+        if pip_args is None:
+            pip_args = os.environ.get("GPUTOK_STUB_PIP_ARGS", "").split()
         subprocess.run(
-            [str(base_python), "-c", code], capture_output=True, text=True, check=True, env=_clean_env()
-        ).stdout
-    )
-    venv_sites = json.loads(
-        subprocess.run([str(py), "-c", code], capture_output=True, text=True, check=True).stdout
-    )
-    lines = [*(extra_site_dirs or []), *base_sites]
-    (Path(venv_sites[0]) / "gputok_base_env.pth").write_text("".join(f"{d}\n" for d in lines))
+            [
+                str(base_python),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--upgrade",
+                "--target",
+                str(venv_site),
+                *pip_args,
+                numpy_spec,
+            ],
+            check=True,
+            env=_clean_env(),
+        )
+        got = env_report(py).get("numpy")
+        if numpy_major(got) != 1:
+            raise ServeError(f"{dest}: numpy is {got} after installing {numpy_spec}")
     return dest / "bin"
 
 
@@ -226,7 +259,9 @@ def choose_stub_bin(stub_env: Path | None = None, cache_dir: Path | None = None)
     here = Path(sys.executable).parent
     if numpy_major(env_report(here / Path(sys.executable).name).get("numpy")) == 1:
         return here
-    cache_dir = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gputok"
+    cache_dir = (
+        cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gputok"
+    )
     return prepare_stub_env(cache_dir / f"stub-env-py{sys.version_info[0]}.{sys.version_info[1]}")
 
 
@@ -354,7 +389,11 @@ class TritonServer:
     ) -> None:
         self.opts = opts
         self.dist = find_dist()
-        for name, port in (("http", opts.http_port), ("grpc", opts.grpc_port), ("metrics", opts.metrics_port)):
+        for name, port in (
+            ("http", opts.http_port),
+            ("grpc", opts.grpc_port),
+            ("metrics", opts.metrics_port),
+        ):
             if port_in_use(opts.host, port):
                 raise ServeError(
                     f"{name} port {opts.host}:{port} is already in use; stop what holds it "

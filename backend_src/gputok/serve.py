@@ -47,8 +47,14 @@ def needed_packages(repo: Path) -> tuple[str, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gputok-serve", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model-repository", type=Path, default=None, help="default: the repo's model_repository")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 exposes it)")
+    p.add_argument(
+        "--model-repository", type=Path, default=None, help="default: the repo's model_repository"
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1; 0.0.0.0 exposes it)",
+    )
     p.add_argument("--http-port", type=int, default=8000)
     p.add_argument("--grpc-port", type=int, default=8001)
     p.add_argument("--metrics-port", type=int, default=8002)
@@ -66,13 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="build a numpy<2 venv at DIR that sees this Python's packages, use it, and keep it",
     )
-    p.add_argument("--api-key", default=None, help="require header gputok-key: KEY on the protected APIs")
+    p.add_argument(
+        "--api-key", default=None, help="require header gputok-key: KEY on the protected APIs"
+    )
     p.add_argument(
         "--restricted-apis",
         default="inference,model-config,model-repository,metadata,statistics,shared-memory,trace,logging",
         help="APIs that --api-key protects (health stays open for probes)",
     )
-    p.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for readiness")
+    p.add_argument(
+        "--ready-timeout", type=float, default=600.0, help="seconds to wait for readiness"
+    )
     p.add_argument("--log-verbose", type=int, default=0)
     p.add_argument("extra", nargs="*", help="extra tritonserver arguments, after --")
     return p
@@ -88,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         grpc_port=args.grpc_port,
         metrics_port=args.metrics_port,
         log_verbose=args.log_verbose,
-        restricted_apis=tuple(a for a in args.restricted_apis.split(",") if a) if args.api_key else (),
+        restricted_apis=tuple(a for a in args.restricted_apis.split(",") if a)
+        if args.api_key
+        else (),
         restricted_value=args.api_key,
         extra_args=list(args.extra),
     )
@@ -110,12 +122,20 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     server.start()
     try:
-        print(f"gputok-serve: starting tritonserver on {repo} (numpy {server.report['numpy']} in the stub)", flush=True)
-        waiter = threading.Thread(target=_wait, args=(server, args.ready_timeout, stop), daemon=True)
+        print(
+            f"gputok-serve: starting tritonserver on {repo} (numpy {server.report['numpy']} in the stub)",
+            flush=True,
+        )
+        waiter = threading.Thread(
+            target=_wait, args=(server, args.ready_timeout, stop), daemon=True
+        )
         waiter.start()
         while not stop.is_set():
             if server.proc is not None and server.proc.poll() is not None:
-                print(f"gputok-serve: tritonserver exited with code {server.proc.returncode}", file=sys.stderr)
+                print(
+                    f"gputok-serve: tritonserver exited with code {server.proc.returncode}",
+                    file=sys.stderr,
+                )
                 return server.proc.returncode or 1
             stop.wait(0.5)
     finally:

@@ -1,12 +1,12 @@
 """`gputok-client`: tokenize, detokenize, generate and health against a gputok Triton server.
 
-    gputok-client health
-    gputok-client tokenize "hello world"                 # 31373 995
-    gputok-client tokenize --file big.txt -o ids.npy     # concurrent requests, progress bar
-    cat f.txt | gputok-client --protocol grpc tokenize -  # stdin
-    gputok-client detokenize 31373 995                   # hello world
-    gputok-client detokenize --file ids.npy
-    gputok-client generate "Once upon a time" --max-tokens 32
+gputok-client health
+gputok-client tokenize "hello world"                 # 31373 995
+gputok-client tokenize --file big.txt -o ids.npy     # concurrent requests, progress bar
+cat f.txt | gputok-client --protocol grpc tokenize -  # stdin
+gputok-client detokenize 31373 995                   # hello world
+gputok-client detokenize --file ids.npy
+gputok-client generate "Once upon a time" --max-tokens 32
 """
 
 from __future__ import annotations
@@ -107,8 +107,12 @@ def cmd_generate(c: GputokClient, args) -> int:
         prompts += Path(args.file).read_text(encoding="utf-8").splitlines()
     if not prompts:
         prompts = sys.stdin.read().splitlines()
-    for p, out in zip(prompts, c.generate(prompts, max_tokens=args.max_tokens)):
-        print(json.dumps({"prompt": p, "text_output": out}, ensure_ascii=False) if args.json else p + out)
+    for p, out in zip(prompts, c.generate(prompts, max_tokens=args.max_tokens), strict=True):
+        print(
+            json.dumps({"prompt": p, "text_output": out}, ensure_ascii=False)
+            if args.json
+            else p + out
+        )
     return 0
 
 
@@ -119,10 +123,16 @@ def cmd_health(c: GputokClient, args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gputok-client", description="Client for gputok's Triton models.")
-    p.add_argument("--url", default=None, help="host:port (default 127.0.0.1:8000 http, :8001 grpc)")
+    p = argparse.ArgumentParser(
+        prog="gputok-client", description="Client for gputok's Triton models."
+    )
+    p.add_argument(
+        "--url", default=None, help="host:port (default 127.0.0.1:8000 http, :8001 grpc)"
+    )
     p.add_argument("--protocol", choices=("http", "grpc"), default="http")
-    p.add_argument("--api-key", default=os.environ.get("GPUTOK_API_KEY"), help="sent as header gputok-key")
+    p.add_argument(
+        "--api-key", default=os.environ.get("GPUTOK_API_KEY"), help="sent as header gputok-key"
+    )
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     p.add_argument("--retries", type=int, default=3, help="retries when the server is unreachable")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -130,9 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tokenize", help="text, --file or stdin (-) -> ids")
     t.add_argument("text", nargs="?", default=None)
     t.add_argument("--file", "-f", default=None)
-    t.add_argument("--output", "-o", default=None, help="write int32 ids to this .npy instead of printing")
-    t.add_argument("--lines", action="store_true", help="each line is its own text; one row of ids per line")
-    t.add_argument("--chunk-bytes", type=int, default=256 << 10, help="bytes per piece of a large input")
+    t.add_argument(
+        "--output", "-o", default=None, help="write int32 ids to this .npy instead of printing"
+    )
+    t.add_argument(
+        "--lines", action="store_true", help="each line is its own text; one row of ids per line"
+    )
+    t.add_argument(
+        "--chunk-bytes", type=int, default=256 << 10, help="bytes per piece of a large input"
+    )
     t.add_argument("--rows-per-request", type=int, default=4)
     t.add_argument("--concurrency", type=int, default=8)
     t.add_argument("--no-progress", action="store_true")
@@ -157,7 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    c = GputokClient(args.url, protocol=args.protocol, api_key=args.api_key, timeout_s=args.timeout, retries=args.retries)
+    c = GputokClient(
+        args.url,
+        protocol=args.protocol,
+        api_key=args.api_key,
+        timeout_s=args.timeout,
+        retries=args.retries,
+    )
     try:
         return args.fn(c, args)
     except ClientError as e:

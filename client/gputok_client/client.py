@@ -1,11 +1,11 @@
 """A small library over tritonclient for gputok's models, HTTP or gRPC.
 
-    from gputok_client import GputokClient
-    c = GputokClient("127.0.0.1:8000", protocol="http")
-    c.tokenize(["hello world"])          # [array([31373, 995], dtype=int32)]
-    c.detokenize([[31373, 995]])         # ["hello world"]
-    c.generate(["Hello"], max_tokens=8)  # ["..."]
-    c.tokenize_large(open("big.txt", "rb").read(), concurrency=8)  # one int32 array, in order
+from gputok_client import GputokClient
+c = GputokClient("127.0.0.1:8000", protocol="http")
+c.tokenize(["hello world"])          # [array([31373, 995], dtype=int32)]
+c.detokenize([[31373, 995]])         # ["hello world"]
+c.generate(["Hello"], max_tokens=8)  # ["..."]
+c.tokenize_large(open("big.txt", "rb").read(), concurrency=8)  # one int32 array, in order
 """
 
 from __future__ import annotations
@@ -47,8 +47,19 @@ def _is_retryable(e: Exception) -> bool:
     status = str(getattr(e, "status", lambda: "")() or "").lower()
     if "invalid" in status or "400" in status or "invalid_arg" in text:
         return False
-    markers = ("unavailable", "connection", "refused", "reset", "broken pipe", "timed out", "deadline", "not ready")
-    return any(m in text or m in status for m in markers) or isinstance(e, (ConnectionError, OSError))
+    markers = (
+        "unavailable",
+        "connection",
+        "refused",
+        "reset",
+        "broken pipe",
+        "timed out",
+        "deadline",
+        "not ready",
+    )
+    return any(m in text or m in status for m in markers) or isinstance(
+        e, (ConnectionError, OSError)
+    )
 
 
 class GputokClient:
@@ -69,7 +80,11 @@ class GputokClient:
         self.headers = {API_KEY_HEADER: api_key} if api_key else None
         self.timeout_s = timeout_s
         self.retries = retries
-        self.models = {"tokenizer": tokenizer_model, "detokenizer": detokenizer_model, "ensemble": ensemble_model}
+        self.models = {
+            "tokenizer": tokenizer_model,
+            "detokenizer": detokenizer_model,
+            "ensemble": ensemble_model,
+        }
         self._local = threading.local()
 
     # one tritonclient client per thread: cheap, and avoids sharing a connection pool across threads
@@ -117,7 +132,9 @@ class GputokClient:
         try:
             out["live"] = bool(c.is_server_live(**kw))
             out["ready"] = bool(c.is_server_ready(**kw))
-            out["models"] = {name: bool(c.is_model_ready(name, **kw)) for name in self.models.values()}
+            out["models"] = {
+                name: bool(c.is_model_ready(name, **kw)) for name in self.models.values()
+            }
         except Exception as e:  # noqa: BLE001
             out.update(live=False, ready=False, error=str(e))
         return out
@@ -126,7 +143,11 @@ class GputokClient:
         """One request with one row per text; returns int32 ids per text."""
         arr = np.empty((len(texts), 1), dtype=np.object_)
         arr[:, 0] = [t.encode("utf-8") if isinstance(t, str) else bytes(t) for t in texts]
-        r = self._infer(self.models["tokenizer"], [self._input("QUERY", arr, "BYTES")], ["INPUT_ID", "REQUEST_INPUT_LEN"])
+        r = self._infer(
+            self.models["tokenizer"],
+            [self._input("QUERY", arr, "BYTES")],
+            ["INPUT_ID", "REQUEST_INPUT_LEN"],
+        )
         ids, lens = r["INPUT_ID"], r["REQUEST_INPUT_LEN"].reshape(-1)
         return [ids[i, : lens[i]].astype(np.int32) for i in range(len(texts))]
 
@@ -139,7 +160,10 @@ class GputokClient:
             lens[i, 0] = len(r)
         r = self._infer(
             self.models["detokenizer"],
-            [self._input("TOKENS_BATCH", tokens, "INT32"), self._input("SEQUENCE_LENGTH", lens, "INT32")],
+            [
+                self._input("TOKENS_BATCH", tokens, "INT32"),
+                self._input("SEQUENCE_LENGTH", lens, "INT32"),
+            ],
             ["OUTPUT"],
         )
         return [b.decode("utf-8", "replace") for b in r["OUTPUT"].reshape(len(rows), -1)[:, 0]]
@@ -153,7 +177,9 @@ class GputokClient:
             [self._input("text_input", text, "BYTES"), self._input("max_tokens", mt, "INT32")],
             ["text_output"],
         )
-        return [b.decode("utf-8", "replace") for b in r["text_output"].reshape(len(prompts), -1)[:, 0]]
+        return [
+            b.decode("utf-8", "replace") for b in r["text_output"].reshape(len(prompts), -1)[:, 0]
+        ]
 
     def tokenize_large(
         self,

@@ -20,7 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 def set_parameter(config: Path, key: str, value: str) -> None:
     """Set a `parameters { key: ... }` string value in a config.pbtxt (test copies only)."""
     text = config.read_text()
-    pat = re.compile(r'(parameters \{ key: "%s" value: \{ string_value: ")[^"]*(" \} \})' % re.escape(key))
+    pat = re.compile(
+        rf'(parameters \{{ key: "{re.escape(key)}" value: \{{ string_value: ")[^"]*(" \}} \}})'
+    )
     if not pat.search(text):
         raise KeyError(f"{config}: no parameter {key}")
     config.write_text(pat.sub(lambda m: m.group(1) + value + m.group(2), text))
@@ -50,7 +52,9 @@ def triton(model_repo, tmp_path_factory):
     http, grpc, metrics = sorted(ports)
     log = tmp_path_factory.mktemp("triton") / "tritonserver.log"
     server = TritonServer(
-        ServerOptions(model_repository=model_repo, http_port=http, grpc_port=grpc, metrics_port=metrics),
+        ServerOptions(
+            model_repository=model_repo, http_port=http, grpc_port=grpc, metrics_port=metrics
+        ),
         need=("numpy", "gputok", "torch", "transformers"),
         log_path=log,
     )

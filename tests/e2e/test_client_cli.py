@@ -7,7 +7,11 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
+
 from gputok_client.cli import main
+
+pytestmark = pytest.mark.e2e
 
 
 def test_tokenize_large_file(triton, protocol, ref, corpus, tmp_path, capsys):
@@ -18,8 +22,25 @@ def test_tokenize_large_file(triton, protocol, ref, corpus, tmp_path, capsys):
     assert want, "reference returned empty ids"
     out = tmp_path / "ids.npy"
     url = triton.http_url if protocol == "http" else triton.grpc_url
-    rc = main(["--url", url, "--protocol", protocol, "tokenize", "--file", str(path), "-o", str(out),
-               "--chunk-bytes", "16384", "--rows-per-request", "2", "--concurrency", "4"])
+    rc = main(
+        [
+            "--url",
+            url,
+            "--protocol",
+            protocol,
+            "tokenize",
+            "--file",
+            str(path),
+            "-o",
+            str(out),
+            "--chunk-bytes",
+            "16384",
+            "--rows-per-request",
+            "2",
+            "--concurrency",
+            "4",
+        ]
+    )
     assert rc == 0
     got = np.load(out)
     assert got.dtype == np.int32
@@ -45,7 +66,11 @@ def test_bad_input_exit_code(triton, capsys):
 
 
 def test_health_subprocess(triton):
-    out = subprocess.run([sys.executable, "-m", "gputok_client", "--url", triton.http_url, "health"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "gputok_client", "--url", triton.http_url, "health"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out
     assert '"ready": true' in out.stdout

@@ -16,6 +16,8 @@ from test_pathological import CASES, HF_ONLY
 
 EOT = "<|endoftext|>"
 
+pytestmark = pytest.mark.e2e
+
 
 def corpus_rows(corpus: list[str], n: int = 3000) -> list[str]:
     """About n rows: lines of the corpus documents (mixed languages, code, blank lines), plus a
@@ -43,7 +45,13 @@ def test_health(client):
 
 def test_literals(client):
     ids = client.tokenize(["hello world", "", "a   b", "DON'T", EOT.replace("|", "")])
-    assert [r.tolist() for r in ids] == [[31373, 995], [], [64, 220, 220, 275], [41173, 6, 51], [27, 437, 1659, 5239, 29]]
+    assert [r.tolist() for r in ids] == [
+        [31373, 995],
+        [],
+        [64, 220, 220, 275],
+        [41173, 6, 51],
+        [27, 437, 1659, 5239, 29],
+    ]
 
 
 def test_padding_and_lengths(triton, protocol):
@@ -70,7 +78,7 @@ def test_corpus_equals_tiktoken(client, ref, corpus):
     batches = [rows[i : i + 32] for i in range(0, len(rows), 32)]
     with ThreadPoolExecutor(4) as pool:
         got = [r.tolist() for batch in pool.map(client.tokenize, batches) for r in batch]
-    bad = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+    bad = [i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
     assert len(got) == len(want)
     assert not bad, f"{len(bad)} rows differ, first: {rows[bad[0]]!r}"
 
@@ -125,10 +133,10 @@ def test_bad_request_fails_alone(client, ref, bad, message):
     assert isinstance(err, Exception), f"bad request succeeded: {err!r}"
     assert message.lower() in str(err).lower(), str(err)
     assert "400" in str(err) or "INVALID_ARG" in str(err), str(err)
-    for t, r in zip(good[:8], out[:8]):
+    for t, r in zip(good[:8], out[:8], strict=True):
         assert not isinstance(r, Exception), r
         assert r[0].tolist() == ref.encode_ordinary(t)
-    for t, r in zip(good[8:], out[9:]):
+    for t, r in zip(good[8:], out[9:], strict=True):
         assert not isinstance(r, Exception), r
         assert [x.tolist() for x in r] == [ref.encode_ordinary(t), ref.encode_ordinary(t[::-1])]
 
@@ -137,13 +145,15 @@ def test_concurrent_requests_are_batched(triton, client, ref):
     inf0, exe0 = _tokenizer_stats(triton)
     texts = [f"concurrent request number {i} " * (1 + i % 7) for i in range(64)]
     out = _concurrently([lambda t=t: client.tokenize([t]) for t in texts])
-    for t, r in zip(texts, out):
+    for t, r in zip(texts, out, strict=True):
         assert not isinstance(r, Exception), r
         assert r[0].tolist() == ref.encode_ordinary(t)
     inf1, exe1 = _tokenizer_stats(triton)
     inferences, executions = inf1 - inf0, exe1 - exe0
     assert inferences == 64
-    assert executions < inferences, f"{executions} executions for {inferences} requests: no batching"
+    assert executions < inferences, (
+        f"{executions} executions for {inferences} requests: no batching"
+    )
 
 
 def test_detokenize_roundtrip(client, corpus):
@@ -153,7 +163,9 @@ def test_detokenize_roundtrip(client, corpus):
 
 
 def test_detokenize_out_of_range_fails_alone(client):
-    out = _concurrently([lambda: client.detokenize([[31373, 995]]), lambda: client.detokenize([[31373, 50257]])])
+    out = _concurrently(
+        [lambda: client.detokenize([[31373, 995]]), lambda: client.detokenize([[31373, 50257]])]
+    )
     assert out[0] == ["hello world"]
     assert isinstance(out[1], Exception) and "out of range" in str(out[1]), out[1]
 
@@ -192,6 +204,11 @@ def test_ensemble_generates_text(triton, client, protocol):
 
 
 def test_ensemble_bad_max_tokens_fails_alone(client):
-    out = _concurrently([lambda: client.generate(["Hello"], max_tokens=4), lambda: client.generate(["Hello"], max_tokens=0)])
+    out = _concurrently(
+        [
+            lambda: client.generate(["Hello"], max_tokens=4),
+            lambda: client.generate(["Hello"], max_tokens=0),
+        ]
+    )
     assert isinstance(out[0], list) and len(out[0]) == 1
     assert isinstance(out[1], Exception) and "request_output_len" in str(out[1]), out[1]

@@ -257,7 +257,7 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   const bool optimized = algorithm == Algorithm::kBlockBpeOptimized;
   const size_t cub_bytes = cub_temp_bytes(n);
   auto layout = [&](Carver& cv, ChunkDev& c) {
-    c.text = cv.take<uint8_t>(n + 16);
+    c.text = cv.take<uint8_t>(size_t(n) + 32);
     c.unit_off = cv.take<uint32_t>(n_units + 1);
     c.unit_start = cv.take<uint8_t>(n + 16);
     c.piece_flag = cv.take<uint8_t>(n + 16);

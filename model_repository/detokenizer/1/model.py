@@ -50,7 +50,9 @@ def parse_settings(params: dict) -> DetokenizerSettings:
         vocab_file=_param(params, "vocab_file", d.vocab_file).strip(),
         device=_param(params, "device", d.device).strip().lower() or d.device,
         utf8_errors=_param(params, "utf8_errors", d.utf8_errors).strip().lower(),
-        max_tokens_per_request=int(_param(params, "max_tokens_per_request", str(d.max_tokens_per_request))),
+        max_tokens_per_request=int(
+            _param(params, "max_tokens_per_request", str(d.max_tokens_per_request))
+        ),
     )
     if s.utf8_errors not in ("strict", "replace"):
         raise ValueError(f"utf8_errors must be 'strict' or 'replace', not {s.utf8_errors!r}")
@@ -66,7 +68,9 @@ def request_rows(tokens, lengths, n_vocab: int, max_tokens: int) -> tuple[list[n
     t = np.asarray(tokens)
     n = np.asarray(lengths)
     if t.dtype.kind not in "iu" or n.dtype.kind not in "iu":
-        raise RequestError(f"TOKENS_BATCH and SEQUENCE_LENGTH must be integers, got {t.dtype} and {n.dtype}")
+        raise RequestError(
+            f"TOKENS_BATCH and SEQUENCE_LENGTH must be integers, got {t.dtype} and {n.dtype}"
+        )
     if t.ndim == 2:  # [batch, tokens]: one beam
         t = t[:, None, :]
     if n.ndim == 1:
@@ -79,14 +83,18 @@ def request_rows(tokens, lengths, n_vocab: int, max_tokens: int) -> tuple[list[n
     if t.size > max_tokens:
         raise RequestError(f"request has {t.size} tokens; the limit is {max_tokens}")
     if n.size and (n.min() < 0 or n.max() > t.shape[2]):
-        raise RequestError(f"SEQUENCE_LENGTH must be within [0, {t.shape[2]}], got [{n.min()}, {n.max()}]")
+        raise RequestError(
+            f"SEQUENCE_LENGTH must be within [0, {t.shape[2]}], got [{n.min()}, {n.max()}]"
+        )
     rows = []
     for b in range(t.shape[0]):
         for k in range(t.shape[1]):
             row = t[b, k, : int(n[b, k])]
             if row.size and (row.min() < 0 or row.max() >= n_vocab):
                 bad = row[(row < 0) | (row >= n_vocab)][0]
-                raise RequestError(f"token id {int(bad)} at row {b} beam {k} is out of range [0, {n_vocab})")
+                raise RequestError(
+                    f"token id {int(bad)} at row {b} beam {k} is out of range [0, {n_vocab})"
+                )
             rows.append(row.astype(np.int32, copy=False))
     return rows, n.shape
 
@@ -99,7 +107,9 @@ def decode_requests(tok, batches: list, errors: str) -> list:
     def run(rows):
         # One gputok call for all rows; under errors="strict" a cut multi-byte character raises
         # UnicodeDecodeError (a ValueError), which the isolation pass pins on its request.
-        return [t.encode("utf-8") for t in tok.decode_batch([r.tolist() for r in rows], errors=errors)]
+        return [
+            t.encode("utf-8") for t in tok.decode_batch([r.tolist() for r in rows], errors=errors)
+        ]
 
     def shape(texts, shp):
         out = np.empty(len(texts), dtype=np.object_)
@@ -141,7 +151,9 @@ class TritonPythonModel:
         else:
             self.tok = gputok.gpt2(device=self.s.device)
         self.n_vocab = int(self.tok.n_vocab)
-        self.logger.log_info(f"detokenizer: numpy {np.__version__}, n_vocab {self.n_vocab}, settings {self.s}")
+        self.logger.log_info(
+            f"detokenizer: numpy {np.__version__}, n_vocab {self.n_vocab}, settings {self.s}"
+        )
 
     def execute(self, requests):
         batches = []
@@ -162,10 +174,18 @@ class TritonPythonModel:
         responses = []
         for r in decode_requests(self.tok, batches, self.s.utf8_errors):
             if isinstance(r, Exception):
-                code = pb_utils.TritonError.INVALID_ARG if isinstance(r, ValueError) else pb_utils.TritonError.INTERNAL
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(r), code)))
+                code = (
+                    pb_utils.TritonError.INVALID_ARG
+                    if isinstance(r, ValueError)
+                    else pb_utils.TritonError.INTERNAL
+                )
+                responses.append(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(str(r), code))
+                )
             else:
-                responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", r)]))
+                responses.append(
+                    pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", r)])
+                )
         return responses
 
     def finalize(self):

@@ -88,19 +88,28 @@ def build_model(s: GPT2Settings, device: str):
 
     dtype = getattr(torch, s.dtype)
     if s.weights_dir:
-        model = GPT2LMHeadModel.from_pretrained(s.weights_dir, local_files_only=True, dtype=dtype)
+        # no dtype keyword: transformers 4.x (the Docker image's Python 3.10) calls it torch_dtype
+        model = GPT2LMHeadModel.from_pretrained(s.weights_dir, local_files_only=True).to(dtype)
         note = f"weights from {s.weights_dir}"
     else:
         torch.manual_seed(s.seed)
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=50257, n_positions=1024, **CONFIGS[s.model_config]))
+        model = GPT2LMHeadModel(
+            GPT2Config(vocab_size=50257, n_positions=1024, **CONFIGS[s.model_config])
+        )
         model = model.to(dtype)
         note = f"RANDOM weights (config {s.model_config}, seed {s.seed}); set weights_dir for real GPT-2"
     return model.to(device).eval(), note
 
 
-def request_rows(input_ids, input_lengths, output_len, vocab: int, n_positions: int, max_output_len: int):
+def request_rows(
+    input_ids, input_lengths, output_len, vocab: int, n_positions: int, max_output_len: int
+):
     """Validate one request; return [(prompt int64 array, n_new)] per row."""
-    for name, v in (("input_ids", input_ids), ("input_lengths", input_lengths), ("request_output_len", output_len)):
+    for name, v in (
+        ("input_ids", input_ids),
+        ("input_lengths", input_lengths),
+        ("request_output_len", output_len),
+    ):
         if v is None:
             raise RequestError(f"missing input {name}")
     ids = np.asarray(input_ids)
@@ -128,7 +137,9 @@ def request_rows(input_ids, input_lengths, output_len, vocab: int, n_positions: 
         if prompt.size == 0:
             prompt = np.array([EOT], dtype=np.int64)
         if prompt.size + k > n_positions:
-            raise RequestError(f"row {b}: {prompt.size} prompt + {k} new tokens exceed the context of {n_positions}")
+            raise RequestError(
+                f"row {b}: {prompt.size} prompt + {k} new tokens exceed the context of {n_positions}"
+            )
         rows.append((prompt, k))
     return rows
 
@@ -161,7 +172,13 @@ def greedy_generate(model, rows: list, eot: int | None, device: str = "cpu") -> 
     past = None
     with torch.inference_mode():
         for t in range(steps):
-            r = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
+            r = model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=pos,
+                past_key_values=past,
+                use_cache=True,
+            )
             past = r.past_key_values
             nxt = r.logits[:, -1, :].argmax(-1)
             if eot is not None:
@@ -210,7 +227,9 @@ class TritonPythonModel:
         self.vocab, self.n_positions = int(cfg.vocab_size), int(cfg.n_positions)
         self.eot = EOT if self.s.stop_at_eot else None
         log = self.logger.log_warn if "RANDOM" in note else self.logger.log_info
-        log(f"gpt2: numpy {np.__version__}, torch {torch.__version__}, device {self.device}, {note}")
+        log(
+            f"gpt2: numpy {np.__version__}, torch {torch.__version__}, device {self.device}, {note}"
+        )
 
     def _array(self, tensor):
         if tensor is None:
@@ -229,7 +248,9 @@ class TritonPythonModel:
                     request_rows(
                         self._array(pb_utils.get_input_tensor_by_name(request, "input_ids")),
                         self._array(pb_utils.get_input_tensor_by_name(request, "input_lengths")),
-                        self._array(pb_utils.get_input_tensor_by_name(request, "request_output_len")),
+                        self._array(
+                            pb_utils.get_input_tensor_by_name(request, "request_output_len")
+                        ),
                         self.vocab,
                         self.n_positions,
                         self.s.max_output_len,
@@ -248,13 +269,21 @@ class TritonPythonModel:
         start = 0
         for p in parsed:
             if isinstance(p, Exception):
-                code = pb_utils.TritonError.INVALID_ARG if isinstance(p, ValueError) else pb_utils.TritonError.INTERNAL
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(p), code)))
+                code = (
+                    pb_utils.TritonError.INVALID_ARG
+                    if isinstance(p, ValueError)
+                    else pb_utils.TritonError.INTERNAL
+                )
+                responses.append(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(str(p), code))
+                )
                 continue
             if gen is None:
                 responses.append(
                     pb_utils.InferenceResponse(
-                        error=pb_utils.TritonError(f"generation failed: {err}", pb_utils.TritonError.INTERNAL)
+                        error=pb_utils.TritonError(
+                            f"generation failed: {err}", pb_utils.TritonError.INTERNAL
+                        )
                     )
                 )
                 continue
@@ -262,7 +291,10 @@ class TritonPythonModel:
             start += len(p)
             responses.append(
                 pb_utils.InferenceResponse(
-                    output_tensors=[pb_utils.Tensor("output_ids", ids), pb_utils.Tensor("sequence_length", lens)]
+                    output_tensors=[
+                        pb_utils.Tensor("output_ids", ids),
+                        pb_utils.Tensor("sequence_length", lens),
+                    ]
                 )
             )
         return responses

@@ -45,7 +45,9 @@ class TokenizerSettings:
     max_rows_per_request: int = 4096
     utf8_errors: str = "strict"  # "strict": invalid UTF-8 is INVALID_ARG; "replace": U+FFFD
     allowed_special: str = ""  # "" none | "all" | comma-separated token strings
-    disallowed_special: str = "all"  # "all": special text in input is INVALID_ARG | "" ordinary text
+    disallowed_special: str = (
+        "all"  # "all": special text in input is INVALID_ARG | "" ordinary text
+    )
     pad_id: int = EOT
     num_threads: int = 0  # 0 = all cores
     outputs_on_gpu: str = "auto"  # auto: INPUT_ID stays on the GPU (DLPack) on a GPU instance
@@ -67,8 +69,12 @@ def parse_settings(params: dict) -> TokenizerSettings:
         vocab_file=_param(params, "vocab_file", d.vocab_file).strip(),
         algorithm=_param(params, "algorithm", d.algorithm).strip() or d.algorithm,
         device=_param(params, "device", d.device).strip().lower() or d.device,
-        max_bytes_per_request=int(_param(params, "max_bytes_per_request", str(d.max_bytes_per_request))),
-        max_rows_per_request=int(_param(params, "max_rows_per_request", str(d.max_rows_per_request))),
+        max_bytes_per_request=int(
+            _param(params, "max_bytes_per_request", str(d.max_bytes_per_request))
+        ),
+        max_rows_per_request=int(
+            _param(params, "max_rows_per_request", str(d.max_rows_per_request))
+        ),
         utf8_errors=_param(params, "utf8_errors", d.utf8_errors).strip().lower(),
         allowed_special=_param(params, "allowed_special", d.allowed_special).strip(),
         disallowed_special=_param(params, "disallowed_special", d.disallowed_special).strip(),
@@ -95,7 +101,10 @@ def special_kwargs(s: TokenizerSettings) -> dict:
             return "all"
         return frozenset(t.strip() for t in v.split(",") if t.strip())
 
-    return {"allowed_special": tokens(s.allowed_special), "disallowed_special": tokens(s.disallowed_special)}
+    return {
+        "allowed_special": tokens(s.allowed_special),
+        "disallowed_special": tokens(s.disallowed_special),
+    }
 
 
 def resolve_device(setting: str, instance_kind: str) -> str:
@@ -142,7 +151,9 @@ def request_rows(query, max_rows: int, max_bytes: int) -> list[bytes]:
             raise RequestError(f"QUERY row {i} is {type(v).__name__}, not bytes")
         total += len(v)
         if total > max_bytes:
-            raise RequestError(f"request has more than {max_bytes} bytes of text (limit max_bytes_per_request)")
+            raise RequestError(
+                f"request has more than {max_bytes} bytes of text (limit max_bytes_per_request)"
+            )
         rows.append(v)
     return rows
 
@@ -178,7 +189,11 @@ def encode_requests(tok, batches: list, s: TokenizerSettings) -> list:
     results: list = list(batches)
     flat = [row for i in good for row in batches[i]]
     try:
-        ids, offsets = tok.encode_batch_flat(flat, **kw) if flat else (np.zeros(0, np.int32), np.zeros(1, np.int64))
+        ids, offsets = (
+            tok.encode_batch_flat(flat, **kw)
+            if flat
+            else (np.zeros(0, np.int32), np.zeros(1, np.int64))
+        )
     except Exception:  # noqa: BLE001 - isolate the request at fault below
         for i in good:
             try:
@@ -213,10 +228,16 @@ class TritonPythonModel:
         import gputok  # imported here so that a missing build fails this model's load, loudly
 
         device_id = int(args.get("model_instance_device_id", 0) or 0)
-        self.tok = load_tokenizer(gputok, self.s, args.get("model_repository", ""), self.device, device_id)
-        self.tok.encode("", **special_kwargs(self.s))  # unknown special tokens in the config fail the load
+        self.tok = load_tokenizer(
+            gputok, self.s, args.get("model_repository", ""), self.device, device_id
+        )
+        self.tok.encode(
+            "", **special_kwargs(self.s)
+        )  # unknown special tokens in the config fail the load
         self.gpu_outputs = False
-        if self.s.outputs_on_gpu == "true" or (self.s.outputs_on_gpu == "auto" and kind.upper() == "GPU"):
+        if self.s.outputs_on_gpu == "true" or (
+            self.s.outputs_on_gpu == "auto" and kind.upper() == "GPU"
+        ):
             try:
                 import torch
 
@@ -237,7 +258,9 @@ class TritonPythonModel:
                 q = pb_utils.get_input_tensor_by_name(request, "QUERY")
                 batches.append(
                     request_rows(
-                        None if q is None else q.as_numpy(), self.s.max_rows_per_request, self.s.max_bytes_per_request
+                        None if q is None else q.as_numpy(),
+                        self.s.max_rows_per_request,
+                        self.s.max_bytes_per_request,
                     )
                 )
             except Exception as e:  # noqa: BLE001 - becomes this request's error
@@ -247,12 +270,17 @@ class TritonPythonModel:
         for r in results:
             if isinstance(r, Exception):
                 code = getattr(pb_utils.TritonError, error_code_for(r))
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(r), code)))
+                responses.append(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(str(r), code))
+                )
                 continue
             padded, lengths = r
             responses.append(
                 pb_utils.InferenceResponse(
-                    output_tensors=[self._input_id_tensor(padded), pb_utils.Tensor("REQUEST_INPUT_LEN", lengths)]
+                    output_tensors=[
+                        self._input_id_tensor(padded),
+                        pb_utils.Tensor("REQUEST_INPUT_LEN", lengths),
+                    ]
                 )
             )
         return responses

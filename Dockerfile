@@ -1,0 +1,43 @@
+# gputok on Triton Inference Server 24.10 (server 2.51, the same server that `gputok-serve` runs
+# from nvidia-pytriton 0.7.0), with the CUDA path built in.
+#
+#   docker build -t gputok-triton .
+#   docker run --gpus all --shm-size=1g --rm \
+#     -p 127.0.0.1:8000:8000 -p 127.0.0.1:8001:8001 -p 127.0.0.1:8002:8002 gputok-triton
+#
+# Inside the container the server listens on all interfaces (or published ports would not
+# work); the -p 127.0.0.1:... mappings keep it reachable from this host only, like gputok-serve.
+# Real GPT-2 weights: mount a local Hugging Face folder and point the gpt2 model at it:
+#   -v /path/to/gpt2:/weights/gpt2:ro -e GPUTOK_GPT2_WEIGHTS=/weights/gpt2
+# Not built or run by CI (no Docker there); the tests exercise the same model repository
+# through gputok-serve. See docs/serving.md.
+
+# ---- build the gputok wheel with nvcc (the Triton image has the CUDA runtime, not the compiler).
+# CUDA 12.6 and Ubuntu 22.04 / Python 3.10, as in tritonserver:24.10-py3. cudart links
+# statically, so the wheel needs only the driver at run time.
+FROM nvcr.io/nvidia/cuda:12.6.2-devel-ubuntu22.04 AS build
+ARG CUDA_ARCHITECTURES="80;86;89;90"
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        python3 python3-dev python3-pip g++ make git \
+    && rm -rf /var/lib/apt/lists/*
+RUN python3 -m pip install --no-cache-dir "cmake>=3.24,<4" scikit-build-core==1.1.2 pybind11==3.1.0 numpy==1.26.4 build
+WORKDIR /src
+COPY backend_src/ backend_src/
+RUN cd backend_src && rm -rf build && \
+    GPUTOK_CUDA=ON CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}" \
+    python3 -m pip wheel --no-build-isolation --no-deps -w /wheels .
+
+# ---- the server image
+FROM nvcr.io/nvidia/tritonserver:24.10-py3
+# numpy<2 for the Python-backend stub (string inputs crash with numpy 2, see shared/REFERENCE.md);
+# torch 2.5.1's PyPI wheel is built for CUDA 12.4, which the 24.10 driver stack runs;
+# transformers 4.57 is the last line for Python 3.10 (5.x needs 3.11).
+RUN python3 -m pip install --no-cache-dir numpy==1.26.4 torch==2.5.1 transformers==4.57.6 safetensors==0.6.2
+COPY --from=build /wheels/ /wheels/
+RUN python3 -m pip install --no-cache-dir --no-deps /wheels/gputok-*.whl && \
+    python3 -c "import gputok; print('gputok', gputok.__version__, gputok.cuda_available())"
+COPY model_repository/ /models/
+COPY docker/entrypoint.sh /usr/local/bin/gputok-entrypoint
+RUN chmod +x /usr/local/bin/gputok-entrypoint
+EXPOSE 8000 8001 8002
+ENTRYPOINT ["/usr/local/bin/gputok-entrypoint"]

@@ -1,0 +1,156 @@
+// C++ unit test of the device merge table against the CPU table (issue 4 §1), and a small
+// GPU == CPU encode check that compute-sanitizer can run without Python.
+//
+// Build (scripts/gpu_check.sh does): nvcc -std=c++17 -O2 -arch=sm_90 -I backend_src/csrc
+//   backend_src/csrc/cuda/tests/test_device_tables.cu <build>/libgputok_core.a -o test_device_tables
+// Run: test_device_tables backend_src/gputok/data/gpt2.tiktoken
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../common.cuh"
+#include "../device_tables.cuh"
+#include "gpu_encoder.h"
+#include "merge.h"
+#include "pretokenize.h"
+#include "vocab.h"
+
+using namespace gputok;
+
+static std::string b64decode(const std::string& s) {
+  static int T[256];
+  static bool init = false;
+  if (!init) {
+    for (int& t : T) t = -1;
+    const char* A = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; ++i) T[uint8_t(A[i])] = i;
+    init = true;
+  }
+  std::string out;
+  int val = 0, bits = -8;
+  for (unsigned char c : s) {
+    if (T[c] < 0) break;
+    val = (val << 6) + T[c];
+    bits += 6;
+    if (bits >= 0) {
+      out.push_back(char((val >> bits) & 0xFF));
+      bits -= 8;
+    }
+  }
+  return out;
+}
+
+__global__ void probe_kernel(PairTableView t, const uint32_t* left, const uint32_t* right, size_t n,
+                             uint64_t* out) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    out[i] = pair_lookup(t, left[i], right[i]);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s gpt2.tiktoken\n", argv[0]);
+    return 2;
+  }
+  std::ifstream f(argv[1]);
+  std::vector<std::string> tokens;
+  std::string line;
+  while (std::getline(f, line)) {
+    const auto sp = line.find(' ');
+    if (sp == std::string::npos) continue;
+    const size_t rank = std::stoul(line.substr(sp + 1));
+    if (tokens.size() <= rank) tokens.resize(rank + 1);
+    tokens[rank] = b64decode(line.substr(0, sp));
+  }
+  auto vocab = std::make_shared<Vocab>(
+      Vocab::from_ranks(tokens, {SpecialToken{"<|endoftext|>", 50256}}));
+  std::printf("vocab: %zu ids, %zu pairs, table capacity %zu\n", vocab->n_vocab(), vocab->n_pairs(),
+              vocab->pair_keys().size());
+
+  // 1. Device hash table == CPU hash table: every stored key, plus random misses.
+  uint64_t allocs = 0;
+  cuda_detail::DeviceTables dt;
+  dt.build(*vocab, allocs);
+  std::vector<uint32_t> L, R;
+  for (size_t s = 0; s < vocab->pair_keys().size(); ++s) {
+    const uint64_t k = vocab->pair_keys()[s];
+    if (k == kEmptyKey) continue;
+    L.push_back(uint32_t(k >> 32));
+    R.push_back(uint32_t(k));
+  }
+  const size_t n_hits = L.size();
+  std::mt19937_64 rng(1);
+  for (int i = 0; i < 1000000; ++i) {
+    L.push_back(uint32_t(rng() % 50300));
+    R.push_back(uint32_t(rng() % 50300));
+  }
+  const size_t n = L.size();
+  uint32_t *dl, *dr;
+  uint64_t* dout;
+  GPUTOK_CUDA(cudaMalloc(&dl, n * 4));
+  GPUTOK_CUDA(cudaMalloc(&dr, n * 4));
+  GPUTOK_CUDA(cudaMalloc(&dout, n * 8));
+  GPUTOK_CUDA(cudaMemcpy(dl, L.data(), n * 4, cudaMemcpyHostToDevice));
+  GPUTOK_CUDA(cudaMemcpy(dr, R.data(), n * 4, cudaMemcpyHostToDevice));
+  probe_kernel<<<1024, 256>>>(dt.vocab().pairs, dl, dr, n, dout);
+  GPUTOK_LAUNCHED("probe_kernel");
+  std::vector<uint64_t> got(n);
+  GPUTOK_CUDA(cudaMemcpy(got.data(), dout, n * 8, cudaMemcpyDeviceToHost));
+  size_t bad = 0, misses = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t want = pair_lookup(vocab->pair_view(), L[i], R[i]);
+    if (got[i] != want) ++bad;
+    if (i < n_hits && want == kEmptyKey) ++bad;  // every stored key must be found
+    if (want == kEmptyKey) ++misses;
+  }
+  std::printf("device table: %zu probes (%zu stored keys, %zu misses), %zu mismatches\n", n, n_hits,
+              misses, bad);
+  cudaFree(dl);
+  cudaFree(dr);
+  cudaFree(dout);
+
+  // 2. A small GPU == CPU encode per algorithm (for compute-sanitizer).
+  std::vector<std::string> texts = {
+      "hello world",  "a   b", "DON'T it's we'll they've", "a \n\nb", "   ",
+      std::string(700, 'a'), std::string(100, '7') + " x", "日本語のテキスト、です。 Привет!",
+      "x" + std::string(40, '!') + "'s", ""};
+  {
+    std::string para;
+    for (int i = 0; i < 200; ++i) para += "The quick brown fox's 12345 jumps over\tthe lazy dog. ";
+    texts.push_back(para);
+  }
+  std::vector<std::string_view> segs(texts.begin(), texts.end());
+  std::vector<int32_t> want;
+  std::vector<int64_t> want_ends;
+  {
+    MergeScratch scratch;
+    for (const auto& t : texts) {
+      std::vector<Piece> pieces;
+      pretokenize(unicode_table(), reinterpret_cast<const uint8_t*>(t.data()), t.size(), pieces);
+      for (const auto& p : pieces)
+        merge_piece(vocab->view(), reinterpret_cast<const uint8_t*>(t.data()) + p.start, p.len, want,
+                    scratch);
+      want_ends.push_back(int64_t(want.size()));
+    }
+  }
+  int failures = bad ? 1 : 0;
+  for (Algorithm a : {Algorithm::kPerWord, Algorithm::kBlockBpe, Algorithm::kBlockBpeOptimized}) {
+    for (bool gpu_pretok : {true, false}) {
+      GpuOptions o;
+      o.gpu_pretokenize = gpu_pretok;
+      GpuEncoder g(vocab, o);
+      std::vector<int32_t> ids;
+      std::vector<int64_t> ends;
+      const float ms = g.encode(segs, a, ids, ends);
+      const bool ok = ids == want && ends == want_ends;
+      std::printf("encode algorithm %d gpu_pretokenize %d: %zu ids, %.3f ms kernels: %s\n", int(a),
+                  int(gpu_pretok), ids.size(), ms, ok ? "ok" : "MISMATCH");
+      if (!ok) failures++;
+    }
+  }
+  std::printf("%s\n", failures ? "FAILED" : "PASSED");
+  return failures ? 1 : 0;
+}

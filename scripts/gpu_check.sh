@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# One command for the GPU machine: build the extension for sm_90, check exactness
+# (GPU == CPU == tiktoken), run compute-sanitizer memcheck + racecheck on a small batch,
+# and benchmark. Logs and results go under $OUT (default logs/gpu_check).
+#
+#   bash scripts/gpu_check.sh [STAGES]     STAGES: comma list of
+#       build,unit,test,sanitize,slow,bench,benchquick   (default: build,unit,test,sanitize,bench)
+#
+# Prebuilt artifacts, if present, save the build: .carry/gpu/_core.cpython-312-*.so and
+# .carry/gpu/test_device_tables (built on the dev machine with nvcc 13.0, -arch=sm_90). A
+# prebuilt module that does not import is rebuilt here with cmake + ninja.
+# Python packages missing on the machine (gigatoken, awkward) travel as wheels in .whl/.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/logs/gpu_check}
+mkdir -p "$OUT"
+STAGES=${1:-build,unit,test,sanitize,bench}
+has() { [[ ",$STAGES," == *",$1,"* ]]; }
+export PYTHONUNBUFFERED=1
+PY=${PY:-python3}
+SUMMARY=$OUT/summary.txt
+: >"$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+export PATH=/usr/local/cuda/bin:$PATH
+
+note "gpu_check $(date -u +%FT%TZ) stages=$STAGES"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee -a "$SUMMARY"
+nproc | sed 's/^/host cores: /' | tee -a "$SUMMARY"
+
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$ROOT/backend_src${PYTHONPATH:+:$PYTHONPATH}
+
+BUILD=/tmp/gputok_build
+UNIT_BIN=.carry/gpu/test_device_tables
+if has build; then
+  t0=$(date +%s)
+  for f in .carry/gpu/_core.cpython-*.so; do [ -f "$f" ] && cp "$f" backend_src/gputok/; done
+  if ! $PY -c "import gputok, sys; ok, why = gputok.cuda_available(); sys.exit(0 if ok else 1)" 2>"$OUT/import.err"; then
+    note "prebuilt module unusable ($(tail -1 "$OUT/import.err")); building"
+    rm -f backend_src/gputok/_core.*.so
+    cmake -S backend_src -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DPython_EXECUTABLE="$(command -v $PY)" -Dpybind11_DIR="$($PY -m pybind11 --cmakedir)" >"$OUT/cmake.log" 2>&1 \
+      && ninja -C $BUILD >"$OUT/build.log" 2>&1 || { note "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1; }
+    cp $BUILD/_core.*.so backend_src/gputok/
+    nvcc -std=c++17 -O2 -arch=sm_90 --expt-relaxed-constexpr -lineinfo -I backend_src/csrc \
+      backend_src/csrc/cuda/tests/test_device_tables.cu $BUILD/libgputok_core.a -o /tmp/test_device_tables \
+      && UNIT_BIN=/tmp/test_device_tables
+  fi
+  $PY -c "import gputok; print('cuda_available', gputok.cuda_available())" | tee -a "$SUMMARY"
+  note "build stage: $(( $(date +%s) - t0 )) s"
+fi
+
+if has unit; then
+  timeout 120 $UNIT_BIN backend_src/gputok/data/gpt2.tiktoken 2>&1 | tee "$OUT/unit.log" | tail -12
+  note "unit (device hash table + small encode): $(tail -1 "$OUT/unit.log")"
+fi
+
+if has test || has slow || has bench || has benchquick; then
+  [ -f .cache/corpus/corpus-bench.jsonl ] || $PY bench/corpus.py unbundle >"$OUT/corpus.log" 2>&1
+fi
+
+if has test; then
+  t0=$(date +%s)
+  timeout 330 $PY -m pytest -q -p no:cacheprovider -m "not slow" --timeout=200 tests/test_gpu.py 2>&1 | tee "$OUT/pytest.log" | tail -40
+  note "pytest (not slow): $(tail -1 "$OUT/pytest.log") [$(( $(date +%s) - t0 )) s]"
+fi
+
+if has sanitize; then
+  for tool in memcheck racecheck; do
+    timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $UNIT_BIN backend_src/gputok/data/gpt2.tiktoken \
+      >"$OUT/sanitizer-$tool.log" 2>&1
+    note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1)"
+  done
+fi
+
+if has slow; then
+  t0=$(date +%s)
+  timeout 500 $PY -m pytest -q -p no:cacheprovider -m slow tests/test_gpu.py 2>&1 | tee "$OUT/pytest-slow.log" | tail -20
+  note "pytest (slow): $(tail -1 "$OUT/pytest-slow.log") [$(( $(date +%s) - t0 )) s]"
+fi
+
+if has bench || has benchquick; then
+  q=""; has benchquick && q="--quick"
+  timeout 500 $PY bench/bench_gpu.py --out "$OUT" $q 2>&1 | tee "$OUT/bench.log" | tail -40
+fi
+note "done $(date -u +%FT%TZ)"
+cat "$SUMMARY"
