@@ -199,16 +199,27 @@ def fetch_deb(package: str, manifest: dict, repin: bool) -> Path:
         pin = {"url": url, "file": fname, "size": size, "sha256": digest}
         manifest["debian"][package] = pin
     path = DEB_CACHE / pin["file"]
-    if path.is_file() and sha256_file(path) == pin["sha256"]:
-        return path
+    if not (path.is_file() and sha256_file(path) == pin["sha256"]):
+        _download(package, pin, path)
+    if "version" not in pin:  # first pin: record what the file says it is
+        pin["version"] = _deb_field(path, "Version")
+        pin["architecture"] = _deb_field(path, "Architecture")
+    return path
+
+
+def _download(package: str, pin: dict, path: Path) -> None:
+    """Fetch the pinned .deb: ``apt-get download pkg=version`` (apt checks the archive's
+    signatures), else the recorded URL; either way the sha256 must equal the pin."""
     version = pin.get("version")
     tmp = DEB_CACHE / (pin["file"] + ".part")
     got = False
     if shutil.which("apt-get") and version:
         # apt-get verifies the archive signature chain; it must be the pinned version.
         with tempfile.TemporaryDirectory(dir=DEB_CACHE) as d:
+            arch = pin.get("architecture")
+            spec = f"{package}:{arch}={version}" if arch and arch != "all" else f"{package}={version}"
             r = subprocess.run(
-                ["apt-get", "download", f"{package}={version}"],
+                ["apt-get", "download", spec],
                 cwd=d, capture_output=True, text=True,
             )
             files = list(Path(d).glob("*.deb"))
@@ -216,7 +227,7 @@ def fetch_deb(package: str, manifest: dict, repin: bool) -> Path:
                 files[0].replace(tmp)
                 got = True
             else:
-                log(f"apt-get download {package}={version} failed ({r.stderr.strip()[-200:]}); "
+                log(f"apt-get download {spec} failed ({r.stderr.strip()[-200:]}); "
                     f"trying {pin['url']}")
     if not got:
         log(f"downloading {pin['url']}")
@@ -230,10 +241,6 @@ def fetch_deb(package: str, manifest: dict, repin: bool) -> Path:
             f"(the archive moved on? rerun with --repin and review the diff)"
         )
     tmp.replace(path)
-    if not version:
-        pin["version"] = _deb_field(path, "Version")
-        pin["architecture"] = _deb_field(path, "Architecture")
-    return path
 
 
 def _deb_field(path: Path, field: str) -> str:

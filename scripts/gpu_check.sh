@@ -71,7 +71,7 @@ fi
 
 if has sanitize; then
   for tool in memcheck racecheck; do
-    timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $UNIT_BIN backend_src/gputok/data/gpt2.tiktoken \
+    timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $UNIT_BIN backend_src/gputok/data/gpt2.tiktoken small \
       >"$OUT/sanitizer-$tool.log" 2>&1
     note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1)"
   done

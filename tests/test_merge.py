@@ -28,7 +28,7 @@ def test_pair_table_is_tiktokens_concatenation_lookup(vocab, ref):
     assert vocab.table_capacity >= 2 * vocab.n_pairs  # load <= 50%
 
 
-@pytest.mark.parametrize("n", [2, 5, 127, 128, 129, 500, 3000])
+@pytest.mark.parametrize("n", [2, 5, 31, 32, 33, 127, 128, 500, 3000])
 def test_heap_merge_equals_reference(vocab, n):
     rng = random.Random(n)
     for alphabet in (b"a", b"ab", b"aab ", bytes(range(256)), "日本🎉".encode()):

@@ -108,4 +108,7 @@ def test_weights_from_local_dir(tiny, tmp_path):
     model, note = m.build_model(m.GPT2Settings(weights_dir=str(tmp_path)), "cpu")
     assert "weights from" in note
     rows = [(np.array([31373, 995]), 4)]
-    assert m.greedy_generate(model, rows, None)[0].tolist() == m.greedy_generate(tiny, rows, None)[0].tolist()
+    assert (
+        m.greedy_generate(model, rows, None)[0].tolist()
+        == m.greedy_generate(tiny, rows, None)[0].tolist()
+    )

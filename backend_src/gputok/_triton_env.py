@@ -373,6 +373,17 @@ def server_command(dist: TritonDist, backends: Path, opts: ServerOptions) -> lis
     return cmd + list(opts.extra_args)
 
 
+def _die_with_parent() -> None:
+    """Runs in the child before exec: ask Linux to send SIGTERM when the parent exits."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except OSError:
+        pass  # not Linux/glibc: the atexit-free path is then only SIGTERM/Ctrl-C handling
+
+
 class TritonServer:
     """A tritonserver child process: start, wait until ready, stop (always; also from atexit).
 
@@ -428,12 +439,15 @@ class TritonServer:
 
     def start(self) -> TritonServer:
         # New session: a Ctrl-C in the terminal reaches only us, and we stop the server in order.
+        # PR_SET_PDEATHSIG: if we die without stopping it (SIGKILL), the server gets SIGTERM
+        # instead of living on as an orphan that holds the ports.
         self.proc = subprocess.Popen(
             self.cmd,
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         sink = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
 

@@ -181,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         retries=args.retries,
     )
     try:
-        return args.fn(c, args)
+        with c:
+            return args.fn(c, args)
     except ClientError as e:
         print(f"gputok-client: error: {e}", file=sys.stderr)
         return 3 if e.retryable else 2

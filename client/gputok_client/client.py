@@ -10,6 +10,7 @@ c.tokenize_large(open("big.txt", "rb").read(), concurrency=8)  # one int32 array
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +22,9 @@ from .chunking import split_text
 
 DEFAULT_PORTS = {"http": 8000, "grpc": 8001}
 API_KEY_HEADER = "gputok-key"
+# Triton prefixes gRPC restricted-protocol headers (seen with server 2.51: "This protocol is
+# restricted, expecting header 'triton-grpc-protocol-gputok-key'").
+GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
 
 
 class ClientError(RuntimeError):
@@ -45,7 +49,7 @@ def _is_retryable(e: Exception) -> bool:
     """Connection-level failures (server down or restarting) are retryable; a 400/INVALID_ARG is not."""
     text = str(e).lower()
     status = str(getattr(e, "status", lambda: "")() or "").lower()
-    if "invalid" in status or "400" in status or "invalid_arg" in text:
+    if "invalid" in status or "400" in status or "invalid_arg" in text or "restricted" in text:
         return False
     markers = (
         "unavailable",
@@ -77,7 +81,8 @@ class GputokClient:
         self.protocol = protocol
         self.m = _module(protocol)
         self.url = url or f"127.0.0.1:{DEFAULT_PORTS[protocol]}"
-        self.headers = {API_KEY_HEADER: api_key} if api_key else None
+        prefix = GRPC_HEADER_PREFIX if protocol == "grpc" else ""
+        self.headers = {prefix + API_KEY_HEADER: api_key} if api_key else None
         self.timeout_s = timeout_s
         self.retries = retries
         self.models = {
@@ -86,6 +91,22 @@ class GputokClient:
             "ensemble": ensemble_model,
         }
         self._local = threading.local()
+        self._all: list = []
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close every connection this object opened (any thread's)."""
+        with self._lock:
+            clients, self._all = self._all, []
+        for c in clients:
+            with contextlib.suppress(Exception):  # closing is best effort
+                c.close()
+
+    def __enter__(self) -> GputokClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # one tritonclient client per thread: cheap, and avoids sharing a connection pool across threads
     def _client(self):
@@ -98,6 +119,8 @@ class GputokClient:
             else:
                 c = self.m.InferenceServerClient(self.url)
             self._local.client = c
+            with self._lock:
+                self._all.append(c)
         return c
 
     def _input(self, name: str, arr: np.ndarray, dtype: str):

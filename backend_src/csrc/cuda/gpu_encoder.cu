@@ -254,7 +254,7 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   }
 
   // Device layout for this chunk.
-  const bool optimized = algorithm == Algorithm::kBlockBpeOptimized;
+  const bool blockbpe = algorithm != Algorithm::kPerWord;  // needs 16 bytes/byte scratch
   const size_t cub_bytes = cub_temp_bytes(n);
   auto layout = [&](Carver& cv, ChunkDev& c) {
     c.text = cv.take<uint8_t>(size_t(n) + 32);
@@ -267,7 +267,7 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
     c.long_list = cv.take<uint32_t>(c.long_cap);
     c.tok = cv.take<int32_t>(size_t(n) + 1);
     c.aux = cv.take<int32_t>(size_t(n) + 1);
-    c.scratch = optimized ? cv.take<int32_t>(size_t(n) * 4) : nullptr;
+    c.scratch = blockbpe ? cv.take<int32_t>(size_t(n) * 4) : nullptr;
     c.unit_ends = cv.take<uint32_t>(n_units);
     c.cub_temp = cv.take<char>(cub_bytes);
     c.cub_bytes = cub_bytes;

@@ -40,6 +40,7 @@ struct MinOp {
 
 struct ChunkRange {
   uint32_t s, len;
+  uint32_t si;  // index of the chunk's first piece
   bool empty;
 };
 
@@ -50,9 +51,45 @@ __device__ __forceinline__ ChunkRange chunk_range(const uint32_t* starts, uint32
   const uint32_t ei = hi >= n ? np : lower_bound_u32(starts, np, uint32_t(hi));
   ChunkRange r;
   r.empty = si >= ei;
+  r.si = si;
   r.s = r.empty ? 0 : starts[si];
   r.len = r.empty ? 0 : ((ei < np ? starts[ei] : n) - r.s);
   return r;
+}
+
+struct MaxOp {
+  __device__ __forceinline__ int operator()(int a, int b) const { return a > b ? a : b; }
+};
+
+// Writes the chunk's final parts back to byte positions: the tokens of each piece go to
+// the front of that piece's own byte range (-1 elsewhere). The compaction afterwards is by
+// position, so unit (segment) ends, which are byte offsets, count exactly their own tokens.
+// A part starts a piece when its flag bit is set; its piece is the chunk's (ordinal)-th.
+template <typename Scan, typename Word, typename Get>
+__device__ void write_final(const Word* cur, int m, const ChunkRange& cr,
+                            const uint32_t* __restrict__ starts, int32_t* tok,
+                            typename Scan::TempStorage& tmp, Get get) {
+  for (int j = threadIdx.x; j < int(cr.len); j += kThreads) tok[cr.s + j] = -1;
+  __syncthreads();
+  int seen = 0, last_start = 0;
+  for (int base = 0; base < m; base += kThreads) {
+    const int j = base + threadIdx.x;
+    const uint32_t e = j < m ? get(cur[j]) : 0u;
+    const int f = (j < m && (e & kFlag)) ? 1 : 0;
+    int count, count_all, last, last_all;
+    Scan(tmp).InclusiveSum(f, count, count_all);
+    __syncthreads();
+    Scan(tmp).InclusiveScan(f ? j : -1, last, MaxOp(), last_all);
+    __syncthreads();
+    if (j < m) {
+      const int ord = seen + count - 1;
+      const int ls = last > last_start ? last : last_start;
+      tok[starts[cr.si + ord] + uint32_t(j - ls)] = int32_t(e & kIdMask);
+    }
+    seen += count_all;
+    if (last_all > last_start) last_start = last_all;
+  }
+  __syncthreads();
 }
 
 __device__ __forceinline__ uint32_t pair_rank_of(VocabView v, uint32_t left, uint32_t right) {
@@ -63,7 +100,8 @@ __device__ __forceinline__ uint32_t pair_rank_of(VocabView v, uint32_t left, uin
 __global__ void __launch_bounds__(kThreads)
     blockbpe_kernel(VocabView v, const uint8_t* __restrict__ text, uint32_t n,
                     const uint8_t* __restrict__ piece_flag, const uint32_t* __restrict__ starts,
-                    const uint32_t* __restrict__ counters, int32_t* tok, int32_t* aux) {
+                    const uint32_t* __restrict__ counters, int32_t* tok, int32_t* aux,
+                    int32_t* scratch) {
   using Reduce = cub::BlockReduce<uint64_t, kThreads>;
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ uint32_t buf[2][kSharedCap];
@@ -79,8 +117,8 @@ __global__ void __launch_bounds__(kThreads)
     if (cr.empty) continue;
     const int len = int(cr.len);
     const bool shared = len <= kSharedCap;
-    uint32_t* cur = shared ? buf[0] : reinterpret_cast<uint32_t*>(tok) + cr.s;
-    uint32_t* nxt = shared ? buf[1] : reinterpret_cast<uint32_t*>(aux) + cr.s;
+    uint32_t* cur = shared ? buf[0] : reinterpret_cast<uint32_t*>(aux) + cr.s;
+    uint32_t* nxt = shared ? buf[1] : reinterpret_cast<uint32_t*>(scratch) + cr.s;
     for (int j = threadIdx.x; j < len; j += kThreads)
       cur[j] = uint32_t(v.byte_token[text[cr.s + j]]) | (piece_flag[cr.s + j] ? kFlag : 0u);
     __syncthreads();
@@ -131,9 +169,7 @@ __global__ void __launch_bounds__(kThreads)
       nxt = t;
       --m;
     }
-    for (int j = threadIdx.x; j < len; j += kThreads)
-      tok[cr.s + j] = j < m ? int32_t(cur[j] & kIdMask) : -1;
-    __syncthreads();
+    write_final<Scan>(cur, m, cr, starts, tok, tmp.scan, [](uint32_t w) { return w; });
   }
 }
 
@@ -150,8 +186,12 @@ __global__ void __launch_bounds__(kThreads)
                               const uint32_t* __restrict__ counters, int32_t* tok,
                               uint64_t* scratch) {
   using Reduce = cub::BlockReduce<uint64_t, kThreads>;
+  using Scan = cub::BlockScan<int, kThreads>;
   __shared__ uint64_t buf[2][kOptCap];
-  __shared__ typename Reduce::TempStorage tmp;
+  __shared__ union {
+    typename Reduce::TempStorage reduce;
+    typename Scan::TempStorage scan;
+  } tmp;
   __shared__ uint64_t best_sh;
   const uint32_t np = counters[0];
   const uint32_t n_chunks = (n + kChunkBytes - 1) / kChunkBytes;
@@ -164,12 +204,12 @@ __global__ void __launch_bounds__(kThreads)
     uint64_t* nxt = shared ? buf[1] : scratch + n + cr.s;
     for (int j = threadIdx.x; j < len; j += kThreads) {
       const uint32_t e = uint32_t(v.byte_token[text[cr.s + j]]) | (piece_flag[cr.s + j] ? kFlag : 0u);
-      cur[j] = pack(e, 0);
-    }
-    __syncthreads();
-    for (int j = threadIdx.x; j < len; j += kThreads) {
-      const uint32_t e = uint32_t(cur[j] >> 32);
-      const uint32_t r = j + 1 < len ? pair_rank_of(v, e, uint32_t(cur[j + 1] >> 32)) : kNoRank;
+      uint32_t r = kNoRank;
+      if (j + 1 < len) {
+        const uint32_t e1 =
+            uint32_t(v.byte_token[text[cr.s + j + 1]]) | (piece_flag[cr.s + j + 1] ? kFlag : 0u);
+        r = pair_rank_of(v, e, e1);
+      }
       cur[j] = pack(e, r);
     }
     __syncthreads();
@@ -183,7 +223,7 @@ __global__ void __launch_bounds__(kThreads)
         const uint64_t key = (uint64_t(uint32_t(cur[j])) << 32) | uint32_t(j);
         best = key < best ? key : best;
       }
-      best = Reduce(tmp).Reduce(best, MinOp());
+      best = Reduce(tmp.reduce).Reduce(best, MinOp());
       if (threadIdx.x == 0) best_sh = best;
       __syncthreads();
       best = best_sh;
@@ -210,9 +250,7 @@ __global__ void __launch_bounds__(kThreads)
       nxt = t;
       --m;
     }
-    for (int j = threadIdx.x; j < len; j += kThreads)
-      tok[cr.s + j] = j < m ? int32_t(uint32_t(cur[j] >> 32) & kIdMask) : -1;
-    __syncthreads();
+    write_final<Scan>(cur, m, cr, starts, tok, tmp.scan, [](uint64_t w) { return uint32_t(w >> 32); });
   }
 }
 
@@ -230,7 +268,7 @@ int launch_merge_blockbpe(const ChunkDev& c, VocabView v, bool optimized, int n_
     GPUTOK_LAUNCHED("blockbpe_optimized_kernel");
   } else {
     blockbpe_kernel<<<grid, kThreads, 0, stream>>>(v, c.text, c.n, c.piece_flag, c.piece_starts,
-                                                   c.counters, c.tok, c.aux);
+                                                   c.counters, c.tok, c.aux, c.scratch);
     GPUTOK_LAUNCHED("blockbpe_kernel");
   }
   return 1;
