@@ -4,14 +4,15 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup build lint format test test-fast bench bench-quick serve gpu-check unicode-tables gpt2-files clean
+.PHONY: help setup build lint format test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick serve gpu-check unicode-tables gpt2-files clean
 
 help:
 	@echo "make setup      venv, system and Python deps, build (idempotent)"
 	@echo "make test       set-up, lint, the whole pytest suite (what CI runs)"
-	@echo "make test-fast  the suite without slow and end-to-end tests"
+	@echo "make test-fast  the suite without slow and end-to-end tests;  make test-e2e  only those"
 	@echo "make serve      set-up, then tritonserver on 127.0.0.1 with model_repository/"
 	@echo "make bench      CPU benchmark vs tiktoken, HF, gigatoken -> docs/benchmarks.md"
+	@echo "make bench-corpus  corpus tokenization (Dask) vs gigatoken -> docs/benchmarks.md"
 	@echo "make lint       ruff + clang-format checks;  make format  rewrites"
 	@echo "make gpu-check  build, exactness and benchmarks on a GPU machine (scripts/gpu_check.sh)"
 
@@ -33,6 +34,9 @@ format: setup
 test: setup lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+test-e2e: setup
+	$(PY) -m pytest -q -m e2e $(PYTEST_ARGS)
+
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not e2e" $(PYTEST_ARGS)
 
@@ -41,6 +45,12 @@ bench: setup
 
 bench-quick: setup
 	$(PY) bench/bench_cpu.py --quick
+
+bench-corpus: setup
+	$(PY) bench/bench_corpus.py
+
+bench-corpus-quick: setup
+	$(PY) bench/bench_corpus.py --quick --null
 
 serve: setup
 	$(PY) -m gputok.serve $(SERVE_ARGS)

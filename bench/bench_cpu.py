@@ -27,8 +27,10 @@ Results: a markdown table replaced/added in ``docs/benchmarks.md`` under a dated
 with the machine and the exact command, and JSON in ``bench/results/``. Progress goes to
 stderr.
 
-    .venv/bin/python bench/bench_cpu.py            # full run (~10 min on 2 cores)
-    .venv/bin/python bench/bench_cpu.py --quick    # ci corpus, fewer repeats (~1 min)
+    .venv/bin/python bench/bench_cpu.py                  # full run (~30 min on 2 cores)
+    .venv/bin/python bench/bench_cpu.py --hf-max-mb 8    # HF (~0.5-2 MB/s/core) on 8 MB only
+    .venv/bin/python bench/bench_cpu.py --quick          # ci corpus, fewer repeats (~1 min)
+    .venv/bin/python bench/bench_cpu.py --threads 1,4,16 --tokenizers gputok,gigatoken
 """
 
 from __future__ import annotations
@@ -150,15 +152,18 @@ def first_mismatch(ref, got, srcs) -> str | None:
         b = gid[goff[i] : goff[i + 1]]
         if not np.array_equal(a, b):
             j = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
-            return (f"doc {i} ({srcs[i] if srcs else '?'}): first difference at token {j}: "
-                    f"got {b[j:j+5].tolist()} expected {a[j:j+5].tolist()} "
-                    f"(lengths {len(b)} vs {len(a)})")
+            return (
+                f"doc {i} ({srcs[i] if srcs else '?'}): first difference at token {j}: "
+                f"got {b[j : j + 5].tolist()} expected {a[j : j + 5].tolist()} "
+                f"(lengths {len(b)} vs {len(a)})"
+            )
     return "offsets differ"
 
 
 def build_tokenizers(wanted: list[str], threads: int) -> tuple[dict, dict]:
     """name -> (batch_fn(texts), single_fn(text) -> ids)."""
     import numpy as np
+
     import references as refs
 
     fns: dict = {}
@@ -177,8 +182,14 @@ def build_tokenizers(wanted: list[str], threads: int) -> tuple[dict, dict]:
             lambda t: hf.encode(t, add_special_tokens=False).ids,
         )
     if "gigatoken" in wanted:
+        import awkward  # noqa: F401  (import before any timing; to_flat reads its layouts)
+
         gt = refs.gigatoken_gpt2()
-        single = gt.encode if not par else (lambda t: to_flat("gigatoken", gt.encode_batch([t], parallel=True))[0])
+        single = (
+            gt.encode
+            if not par
+            else (lambda t: to_flat("gigatoken", gt.encode_batch([t], parallel=True))[0])
+        )
         fns["gigatoken"] = (lambda texts: gt.encode_batch(texts, parallel=par), single)
     if "gputok" in wanted or "gputok-lists" in wanted:
         try:
@@ -191,6 +202,7 @@ def build_tokenizers(wanted: list[str], threads: int) -> tuple[dict, dict]:
             skipped["gputok"] = f"{type(e).__name__}: {e}"
             log(f"gputok unavailable: {skipped['gputok']}")
         else:
+
             def g_single(t):
                 if not par:
                     return tok.encode_ordinary(t)
@@ -199,7 +211,9 @@ def build_tokenizers(wanted: list[str], threads: int) -> tuple[dict, dict]:
 
             if "gputok" in wanted:
                 fns["gputok"] = (
-                    lambda texts: tok.encode_batch_flat(texts, num_threads=threads, disallowed_special=()),
+                    lambda texts: tok.encode_batch_flat(
+                        texts, num_threads=threads, disallowed_special=()
+                    ),
                     g_single,
                 )
             if "gputok-lists" in wanted:
@@ -248,10 +262,17 @@ def cut_sequences(docs: list[str], tt, lengths) -> dict[int, tuple[str, int]]:
 
 def worker(args) -> dict:
     import numpy as np
+
     import corpus as corpus_mod
 
     threads = args.threads
-    res: dict = {"threads": threads, "batch": {}, "single": {}, "errors": {}}
+    res: dict = {
+        "threads": threads,
+        "batch": {},
+        "single": {},
+        "errors": {},
+        "loadavg_start": list(os.getloadavg()),
+    }
     log(f"[{threads}t] loading corpus {args.profile}")
     docs_src = corpus_mod.load_corpus_with_sources(args.profile)
     if args.max_mb:
@@ -274,8 +295,17 @@ def worker(args) -> dict:
     ntok = None
     for name in [n for n in TOKENIZERS if n in fns]:
         batch_fn = fns[name][0]
-        log(f"[{threads}t] batch {name}: cold pass + check")
-        t_cold, out = timed(batch_fn, docs)
+        # HF runs ~1-2 MB/s per core: --hf-max-mb lets it time a prefix of the corpus.
+        k = len(docs)
+        if name == "hf" and args.hf_max_mb and ref is not None:
+            cap, tot, k = args.hf_max_mb * 1e6, 0, 0
+            while k < len(docs) and tot < cap:
+                tot += len(docs[k].encode("utf-8"))
+                k += 1
+        texts = docs if k == len(docs) else docs[:k]
+        sub_bytes = nbytes if k == len(docs) else sum(len(t.encode("utf-8")) for t in texts)
+        log(f"[{threads}t] batch {name}: cold pass + check ({sub_bytes / 1e6:.1f} MB)")
+        t_cold, out = timed(batch_fn, texts)
         flat = to_flat(name, out)
         del out
         if name == "tiktoken":
@@ -287,25 +317,36 @@ def worker(args) -> dict:
                 raise SystemExit(f"tiktoken returned empty ids for non-empty doc {srcs[empty[0]]}")
             mism = None
         else:
-            mism = first_mismatch(ref, flat, srcs)
+            sub_ref = ref if k == len(docs) else (ref[0][: ref[1][k]], ref[1][: k + 1])
+            mism = first_mismatch(sub_ref, flat, srcs)
         del flat
         if mism:
             log(f"[{threads}t] MISMATCH {name}: {mism}")
             res["errors"][name] = f"mismatch vs tiktoken: {mism}"
             continue
+        sub_tok = ntok if k == len(docs) else int(ref[1][k])
         times = []
         reps = args.hf_repeat if name == "hf" else args.repeat
-        for r in range(reps):
-            t, out = timed(batch_fn, docs)
+        for _ in range(reps):
+            t, out = timed(batch_fn, texts)
             del out
             times.append(t)
         med = statistics.median(times)
         res["batch"][name] = {
-            "seconds": med, "times": times, "cold_seconds": t_cold,
-            "MBps": nbytes / med / 1e6, "Mtokps": ntok / med / 1e6,
-            "cold_MBps": nbytes / t_cold / 1e6, "tokens": ntok,
+            "seconds": med,
+            "times": times,
+            "cold_seconds": t_cold,
+            "MBps": sub_bytes / med / 1e6,
+            "Mtokps": sub_tok / med / 1e6,
+            "cold_MBps": sub_bytes / t_cold / 1e6,
+            "tokens": sub_tok,
+            "bytes": sub_bytes,
+            "docs": k,
         }
-        log(f"[{threads}t] batch {name}: {nbytes / med / 1e6:.1f} MB/s (cold {nbytes / t_cold / 1e6:.1f})")
+        log(
+            f"[{threads}t] batch {name}: {sub_bytes / med / 1e6:.1f} MB/s "
+            f"(cold {sub_bytes / t_cold / 1e6:.1f})"
+        )
     gc.collect()
 
     # ---- single sequences
@@ -334,11 +375,18 @@ def worker(args) -> dict:
                 t, _ = timed(single, text)
                 times.append(t)
             res["single"].setdefault(name, {})[str(L)] = {
-                "tokens": n, "bytes": len(text.encode("utf-8")),
-                "ms": statistics.median(times) * 1e3, "reps": len(times),
+                "tokens": n,
+                "bytes": len(text.encode("utf-8")),
+                "ms": statistics.median(times) * 1e3,
+                "reps": len(times),
             }
-        log(f"[{threads}t] single {L} ({n} tokens): " + ", ".join(
-            f"{k} {v[str(L)]['ms']:.3f} ms" for k, v in res["single"].items() if str(L) in v))
+        log(
+            f"[{threads}t] single {L} ({n} tokens): "
+            + ", ".join(
+                f"{k} {v[str(L)]['ms']:.3f} ms" for k, v in res["single"].items() if str(L) in v
+            )
+        )
+    res["loadavg_end"] = list(os.getloadavg())
     return res
 
 
@@ -382,6 +430,14 @@ def markdown(report: dict) -> str:
         f"{report['repeat']} warm passes ({report.get('hf_repeat', 1)} for HF) after one cold "
         "pass (pretoken caches are warm in the timed passes; cold MB/s shown beside).",
     ]
+    loads = [
+        f"{r['loadavg_start'][0]:.1f}" for r in report["runs"].values() if "loadavg_start" in r
+    ]
+    if loads:
+        lines.append(
+            f"- 1-min load average when each worker started (other work on the machine "
+            f"skews figures): {', '.join(loads)}"
+        )
     errs = {f"{t}t {k}": v for t, r in report["runs"].items() for k, v in r["errors"].items()}
     if errs:
         lines.append("- Not measured / failed: " + "; ".join(f"{k}: {v}" for k, v in errs.items()))
@@ -398,8 +454,11 @@ def markdown(report: dict) -> str:
             if name not in b:
                 continue
             x = b[name]
+            part = ""
+            if x.get("bytes") and x["bytes"] < c["bytes"]:
+                part = f" (first {x['bytes'] / 1e6:.3g} MB)"
             lines.append(
-                f"| {LABEL[name]} | {t} | {x['MBps']:.1f} | {x['Mtokps']:.2f} | {x['cold_MBps']:.1f} | "
+                f"| {LABEL[name]}{part} | {t} | {x['MBps']:.1f} | {x['Mtokps']:.2f} | {x['cold_MBps']:.1f} | "
                 f"{fmt_ratio(x['MBps'], tt)} | {fmt_ratio(x['MBps'], gg)} |"
             )
     for t, r in report["runs"].items():
@@ -408,14 +467,13 @@ def markdown(report: dict) -> str:
             continue
         Ls = sorted({int(L) for v in s.values() for L in v})
         any_name = next(iter(s.values()))
-        hdr = " | ".join(
-            f"{L // 1024}K" if L >= 1024 else str(L) for L in Ls
-        )
+        hdr = " | ".join(f"{round(L / 1000)}K" if L >= 1024 else str(L) for L in Ls)
         lines += [
             "",
             f"Single sequence, {t} thread{'s' if int(t) > 1 else ''}: median ms end to end "
             "(str in, ids out); ratio = tiktoken's time / this time. Exact token counts: "
-            + ", ".join(f"{any_name[str(L)]['tokens']}" for L in Ls if str(L) in any_name) + ".",
+            + ", ".join(f"{any_name[str(L)]['tokens']}" for L in Ls if str(L) in any_name)
+            + ".",
             "",
             f"| tokenizer | {hdr} |",
             "|---|" + "---:|" * len(Ls),
@@ -438,14 +496,22 @@ def markdown(report: dict) -> str:
 
 
 def write_docs(md: str, heading: str) -> None:
-    text = DOCS.read_text() if DOCS.is_file() else "# Benchmarks\n\nEvery figure carries date, machine and command.\n"
+    text = (
+        DOCS.read_text()
+        if DOCS.is_file()
+        else "# Benchmarks\n\nEvery figure carries date, machine and command.\n"
+    )
     lines = text.splitlines(keepends=True)
     start = next((i for i, ln in enumerate(lines) if ln.rstrip("\n") == heading), None)
     if start is None:
         new = text.rstrip("\n") + "\n\n" + md
     else:
-        end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines))
-        new = "".join(lines[:start]) + md + ("\n" if end < len(lines) else "") + "".join(lines[end:])
+        end = next(
+            (j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines)
+        )
+        new = (
+            "".join(lines[:start]) + md + ("\n" if end < len(lines) else "") + "".join(lines[end:])
+        )
     DOCS.write_text(new)
     log(f"updated {DOCS.relative_to(REPO)} ({heading})")
 
@@ -467,7 +533,15 @@ def driver(args, argv: list[str]) -> int:
         env = dict(os.environ, RAYON_NUM_THREADS=str(n))
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             out = f.name
-        cmd = [sys.executable, __file__, "--worker", "--worker-threads", str(n), "--out", out] + argv
+        cmd = [
+            sys.executable,
+            __file__,
+            "--worker",
+            "--worker-threads",
+            str(n),
+            "--out",
+            out,
+        ] + argv
         log(f"worker threads={n}: RAYON_NUM_THREADS={n}")
         r = subprocess.run(cmd, env=env)
         crash = None
@@ -491,7 +565,9 @@ def driver(args, argv: list[str]) -> int:
     print(md)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
-    jpath = RESULTS / f"cpu-{stamp}-{report['machine']['cores']}c{'-quick' if args.quick else ''}.json"
+    jpath = (
+        RESULTS / f"cpu-{stamp}-{report['machine']['cores']}c{'-quick' if args.quick else ''}.json"
+    )
     jpath.write_text(json.dumps(report, indent=1) + "\n")
     log(f"wrote {jpath.relative_to(REPO)}")
     if args.docs or (not args.quick and args.docs is None):
@@ -503,18 +579,56 @@ def driver(args, argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description="CPU tokenizer benchmark (see module docstring)")
-    ap.add_argument("--quick", action="store_true", help="ci corpus, 1 timed pass, short single-seq budget")
-    ap.add_argument("--profile", choices=("ci", "bench"), default=None, help="corpus profile (default bench; ci with --quick)")
-    ap.add_argument("--max-mb", type=float, default=None, help="use only the first N MB of the corpus")
-    ap.add_argument("--threads", dest="thread_list", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                    help="comma list of thread counts (default: 1,all cores)")
-    ap.add_argument("--tokenizers", type=lambda s: s.split(","), default=list(TOKENIZERS),
-                    help=f"comma list from {','.join(TOKENIZERS)}")
-    ap.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")], default=list(LENGTHS))
-    ap.add_argument("--repeat", type=int, default=None, help="timed corpus passes (default 3; 1 with --quick)")
-    ap.add_argument("--hf-repeat", type=int, default=1,
-                    help="timed corpus passes for HF tokenizers (slow: ~1-3 MB/s per core; default 1)")
-    ap.add_argument("--docs", dest="docs", action="store_true", default=None, help="write docs/benchmarks.md (default unless --quick)")
+    ap.add_argument(
+        "--quick", action="store_true", help="ci corpus, 1 timed pass, short single-seq budget"
+    )
+    ap.add_argument(
+        "--profile",
+        choices=("ci", "bench"),
+        default=None,
+        help="corpus profile (default bench; ci with --quick)",
+    )
+    ap.add_argument(
+        "--max-mb", type=float, default=None, help="use only the first N MB of the corpus"
+    )
+    ap.add_argument(
+        "--threads",
+        dest="thread_list",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=None,
+        help="comma list of thread counts (default: 1,all cores)",
+    )
+    ap.add_argument(
+        "--tokenizers",
+        type=lambda s: s.split(","),
+        default=list(TOKENIZERS),
+        help=f"comma list from {','.join(TOKENIZERS)}",
+    )
+    ap.add_argument(
+        "--lengths", type=lambda s: [int(x) for x in s.split(",")], default=list(LENGTHS)
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=None, help="timed corpus passes (default 3; 1 with --quick)"
+    )
+    ap.add_argument(
+        "--hf-repeat",
+        type=int,
+        default=1,
+        help="timed corpus passes for HF tokenizers (slow: ~1-3 MB/s per core; default 1)",
+    )
+    ap.add_argument(
+        "--hf-max-mb",
+        type=float,
+        default=None,
+        help="time HF on only the first N MB of the corpus (its MB/s is per byte it encoded)",
+    )
+    ap.add_argument(
+        "--docs",
+        dest="docs",
+        action="store_true",
+        default=None,
+        help="write docs/benchmarks.md (default unless --quick)",
+    )
     ap.add_argument("--no-docs", dest="docs", action="store_false")
     # worker-only
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

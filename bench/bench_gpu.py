@@ -52,7 +52,9 @@ def device_name() -> str:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20,
+            capture_output=True,
+            text=True,
+            timeout=20,
         ).stdout.strip()
         return out or "unknown GPU"
     except Exception:
@@ -73,7 +75,7 @@ def timeit(fn, budget_s=1.5, min_runs=3, max_runs=50):
 def make_sequences(docs, tt):
     """Prefixes of the joined corpus with about N tokens each."""
     big = "".join(docs[:4000])
-    ids = tt.encode_ordinary(big[: 8_000_000])
+    ids = tt.encode_ordinary(big[:8_000_000])
     out = {}
     for n in TARGETS:
         # bytes of the first n tokens, decoded back at a character boundary
@@ -85,22 +87,26 @@ def make_sequences(docs, tt):
 
 def bench_latency(seqs, tt, hf, gt, cpu, gpus, quick):
     rows = []
-    for n, label in zip(TARGETS, LABELS):
+    for n, label in zip(TARGETS, LABELS, strict=True):
         text = seqs[n]
         want = tt.encode_ordinary(text)
         ntok = len(want)
         row = {"target": label, "tokens": ntok, "bytes": len(text.encode())}
         budget = 0.5 if quick else 1.5
         slow_budget = 0.2 if n >= 131072 else budget
-        row["tiktoken_ms"], _ = timeit(lambda: tt.encode_ordinary(text), slow_budget)
-        row["hf_ms"], _ = timeit(lambda: hf.encode(text).ids, slow_budget, min_runs=1 if n >= 131072 else 3)
+        row["tiktoken_ms"], _ = timeit(lambda text=text: tt.encode_ordinary(text), slow_budget)
+        row["hf_ms"], _ = timeit(
+            lambda text=text: hf.encode(text).ids, slow_budget, min_runs=1 if n >= 131072 else 3
+        )
         ok_hf = hf.encode(text).ids == want
         if gt is not None:
-            row["gigatoken_ms"], _ = timeit(lambda: gt.encode(text), budget)
+            row["gigatoken_ms"], _ = timeit(lambda text=text: gt.encode(text), budget)
             ok_gt = list(gt.encode(text)) == want
         else:
             ok_gt = True
-        row["gputok_cpu_ms"], _ = timeit(lambda: cpu.encode_batch_flat([text], disallowed_special=()), budget)
+        row["gputok_cpu_ms"], _ = timeit(
+            lambda text=text: cpu.encode_batch_flat([text], disallowed_special=()), budget
+        )
         ok_cpu = cpu.encode_ordinary(text) == want
         mism = int(not ok_hf) + int(not ok_gt) + int(not ok_cpu)
         for alg, g in gpus.items():
@@ -108,12 +114,14 @@ def bench_latency(seqs, tt, hf, gt, cpu, gpus, quick):
                 continue
             kms = []
 
-            def run():
+            def run(g=g, text=text, kms=kms):
                 ids, offs, k = g._encode_flat([text], 0, frozenset(), (), "strict")
                 kms.append(k)
                 return ids
 
-            e2e, runs = timeit(run, 0.3 if alg != "per_word" else budget, min_runs=2 if alg != "per_word" else 5)
+            e2e, runs = timeit(
+                run, 0.3 if alg != "per_word" else budget, min_runs=2 if alg != "per_word" else 5
+            )
             row[f"{alg}_ms"] = e2e
             row[f"{alg}_kernel_ms"] = statistics.median(kms[1:]) if len(kms) > 1 else kms[0]
             got = run().tolist()
@@ -131,7 +139,7 @@ def bench_batch(docs, tt, hf, gt, cpu, gpu, mb):
         size += len(d.encode())
         if size >= mb * 1e6:
             break
-    log(f"batch: {len(sel)} docs, {size/1e6:.1f} MB")
+    log(f"batch: {len(sel)} docs, {size / 1e6:.1f} MB")
     res = {"docs": len(sel), "bytes": size}
     # gputok GPU (warm-up on a slice, then the whole)
     gpu._encode_flat(sel[:2000], 0, frozenset(), (), "strict")
@@ -157,11 +165,16 @@ def bench_batch(docs, tt, hf, gt, cpu, gpu, mb):
     res["gputok_cpu_MBps"] = size / (time.perf_counter() - t0) / 1e6
     mism += int(not np.array_equal(ids_c, flat_want))
     if gt is not None:
-        gt.encode_batch_list(sel[:2000])
+        # encode_batch (awkward array, parallel on all cores) is gigatoken's fast call; its
+        # encode_batch_list builds Python lists and is ~30x slower. Check outside the timing.
+        import awkward as ak
+
+        gt.encode_batch(sel[:2000], parallel=True)
         t0 = time.perf_counter()
-        got = gt.encode_batch_list(sel)
+        arr = gt.encode_batch(sel, parallel=True)
         res["gigatoken_MBps"] = size / (time.perf_counter() - t0) / 1e6
-        mism += int(got != want)
+        mism += int(not np.array_equal(np.asarray(ak.flatten(arr)).astype(np.int32), flat_want))
+        log(f"gigatoken {res['gigatoken_MBps']:.1f} MB/s")
     hf_sel = sel if len(sel) < 100000 else sel
     t0 = time.perf_counter()
     enc = hf.encode_batch(hf_sel)
@@ -183,11 +196,17 @@ def plot(rows, path):
         return
     fig, ax = plt.subplots(figsize=(8, 5))
     x = [r["tokens"] for r in rows]
-    for key, name in [("hf_ms", "HF tokenizers"), ("tiktoken_ms", "tiktoken (1 thread)"),
-                      ("gigatoken_ms", "gigatoken"), ("gputok_cpu_ms", "gputok CPU"),
-                      ("blockbpe_ms", "gputok blockbpe"), ("blockbpe_optimized_ms", "gputok blockbpe_optimized"),
-                      ("per_word_ms", "gputok per_word (end to end)"), ("per_word_kernel_ms", "per_word kernels only")]:
-        pts = [(xx, r[key]) for xx, r in zip(x, rows) if key in r]
+    for key, name in [
+        ("hf_ms", "HF tokenizers"),
+        ("tiktoken_ms", "tiktoken (1 thread)"),
+        ("gigatoken_ms", "gigatoken"),
+        ("gputok_cpu_ms", "gputok CPU"),
+        ("blockbpe_ms", "gputok blockbpe"),
+        ("blockbpe_optimized_ms", "gputok blockbpe_optimized"),
+        ("per_word_ms", "gputok per_word (end to end)"),
+        ("per_word_kernel_ms", "per_word kernels only"),
+    ]:
+        pts = [(xx, r[key]) for xx, r in zip(x, rows, strict=True) if key in r]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
     ax.set_xscale("log")
@@ -202,13 +221,19 @@ def plot(rows, path):
 
 
 def to_markdown(meta, rows, batch):
-    lines = [f"### GPU benchmark, {meta['date']}", "",
-             f"Device: {meta['device']}; host: {meta['cpus']} cores; command: `{meta['command']}`.",
-             f"Corpus: bench profile (bench/corpus.py, diverse multilingual docs), {meta['corpus_mb']:.1f} MB.", "",
-             "One sequence, end to end (Python str -> np.int32 ids in host memory), median ms; "
-             "kernel-only (CUDA events) in brackets.", "",
-             "| tokens | HF | tiktoken | gigatoken | gputok CPU | blockbpe | blockbpe_optimized | per_word | mismatches |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"### {meta['date']}, {meta['device'].split(',')[0]}",
+        "",
+        f"Device: {meta['device']}; host: {meta['cpus']} cores; command: `{meta['command']}`.",
+        f"Corpus: bench profile (bench/corpus.py, diverse multilingual docs), {meta['corpus_mb']:.1f} MB.",
+        "",
+        "One sequence, end to end (Python str -> np.int32 ids in host memory), median ms; "
+        "kernel-only (CUDA events) in brackets. tiktoken `encode_ordinary` and HF `encode` on one "
+        "thread, gigatoken `encode`, gputok CPU `encode_batch_flat([text])` on all host cores.",
+        "",
+        "| tokens | HF | tiktoken | gigatoken | gputok CPU | blockbpe | blockbpe_optimized | per_word | mismatches |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
 
     def f(r, k):
         return f"{r[k]:.3f}" if k in r else "—"
@@ -219,21 +244,65 @@ def to_markdown(meta, rows, batch):
         return f"{r[a + '_ms']:.3f} [{r[a + '_kernel_ms']:.3f}]"
 
     for r in rows:
-        lines.append(f"| {r['tokens']:,} | {f(r, 'hf_ms')} | {f(r, 'tiktoken_ms')} | {f(r, 'gigatoken_ms')} | "
-                     f"{f(r, 'gputok_cpu_ms')} | {g(r, 'blockbpe')} | {g(r, 'blockbpe_optimized')} | "
-                     f"{g(r, 'per_word')} | {r['mismatches']} |")
+        lines.append(
+            f"| {r['tokens']:,} | {f(r, 'hf_ms')} | {f(r, 'tiktoken_ms')} | {f(r, 'gigatoken_ms')} | "
+            f"{f(r, 'gputok_cpu_ms')} | {g(r, 'blockbpe')} | {g(r, 'blockbpe_optimized')} | "
+            f"{g(r, 'per_word')} | {r['mismatches']} |"
+        )
     if batch:
-        lines += ["", f"Batch: {batch['docs']:,} documents, {batch['bytes']/1e6:.1f} MB, all {meta['cpus']} host cores "
-                  "for the CPU tokenizers.", "",
-                  "| tokenizer | MB/s |", "|---|---:|",
-                  f"| gputok per_word, end to end | {batch['gputok_gpu_MBps']:.0f} |",
-                  f"| gputok per_word, kernels only | {batch['gputok_gpu_kernel_MBps']:.0f} |",
-                  f"| gputok CPU | {batch['gputok_cpu_MBps']:.0f} |",
-                  f"| gigatoken | {batch.get('gigatoken_MBps', float('nan')):.0f} |",
-                  f"| tiktoken | {batch['tiktoken_MBps']:.0f} |",
-                  f"| HF tokenizers | {batch['hf_MBps']:.0f} |",
-                  "", f"Batch mismatches: {batch['mismatches']}."]
+        lines += [
+            "",
+            f"Batch: {batch['docs']:,} documents, {batch['bytes'] / 1e6:.1f} MB, all {meta['cpus']} host cores "
+            "for the CPU tokenizers.",
+            "",
+            "| tokenizer | MB/s |",
+            "|---|---:|",
+            f"| gputok per_word, end to end | {batch['gputok_gpu_MBps']:.0f} |",
+            f"| gputok per_word, kernels only | {batch['gputok_gpu_kernel_MBps']:.0f} |",
+            f"| gputok CPU | {batch['gputok_cpu_MBps']:.0f} |",
+            f"| gigatoken | {batch.get('gigatoken_MBps', float('nan')):.0f} |",
+            f"| tiktoken | {batch['tiktoken_MBps']:.0f} |",
+            f"| HF tokenizers | {batch['hf_MBps']:.0f} |",
+            "",
+            f"Batch mismatches: {batch['mismatches']}.",
+        ]
     return "\n".join(lines) + "\n"
+
+
+DOCS = REPO / "docs" / "benchmarks.md"
+DOCS_HEADING = "## GPU path: latency and batch throughput (bench/bench_gpu.py)"
+
+
+def write_docs(from_dir: Path, notes: str = "") -> None:
+    """Puts the GPU results of ``from_dir`` (results.json, latency.png from a run on the GPU
+    machine) under DOCS_HEADING in docs/benchmarks.md, replacing an older GPU section."""
+    import shutil
+
+    data = json.loads((from_dir / "results.json").read_text())
+    md = DOCS_HEADING + "\n\n" + to_markdown(data["meta"], data["latency"], data["batch"])
+    if (from_dir / "latency.png").is_file():
+        shutil.copy(from_dir / "latency.png", REPO / "docs" / "gpu_latency.png")
+        md += "\n![GPU latency](gpu_latency.png)\n"
+    if notes:
+        md += "\n" + notes.rstrip("\n") + "\n"
+    text = (
+        DOCS.read_text()
+        if DOCS.is_file()
+        else "# Benchmarks\n\nEvery figure carries date, machine and command.\n"
+    )
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if ln.rstrip("\n") == DOCS_HEADING), None)
+    if start is None:
+        new = text.rstrip("\n") + "\n\n" + md
+    else:
+        end = next(
+            (j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines)
+        )
+        new = (
+            "".join(lines[:start]) + md + ("\n" if end < len(lines) else "") + "".join(lines[end:])
+        )
+    DOCS.write_text(new)
+    log(f"updated {DOCS.relative_to(REPO)}")
 
 
 def main():
@@ -242,7 +311,17 @@ def main():
     ap.add_argument("--batch-mb", type=float, default=64.0)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-batch", action="store_true")
+    ap.add_argument("--docs-from", help="write docs/benchmarks.md from DIR/results.json and exit")
+    ap.add_argument("--notes", help="markdown file appended to the docs section")
+    ap.add_argument(
+        "--profile", action="store_true", help="GPUTOK_GPU_PROFILE=1: per-stage times on stderr"
+    )
     args = ap.parse_args()
+    if args.docs_from:
+        write_docs(Path(args.docs_from), Path(args.notes).read_text() if args.notes else "")
+        return
+    if args.profile:
+        os.environ["GPUTOK_GPU_PROFILE"] = "1"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     from corpus_fixture import load_corpus
@@ -256,17 +335,29 @@ def main():
         log(f"gigatoken unavailable: {e}")
         gt = None
     cpu = gputok.gpt2(device="cpu")
-    gpus = {a: gputok.gpt2(device="cuda", algorithm=a) for a in ("blockbpe", "blockbpe_optimized", "per_word")}
+    gpus = {
+        a: gputok.gpt2(device="cuda", algorithm=a)
+        for a in ("blockbpe", "blockbpe_optimized", "per_word")
+    }
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "device": device_name(), "cpus": NCPU, "host": platform.node(),
-        "command": "python bench/bench_gpu.py " + " ".join(sys.argv[1:]), "corpus_mb": corpus_mb,
+        "device": device_name(),
+        "cpus": NCPU,
+        "host": platform.node(),
+        "command": "python bench/bench_gpu.py " + " ".join(sys.argv[1:]),
+        "corpus_mb": corpus_mb,
     }
     log(json.dumps(meta))
     seqs = make_sequences(docs, tt)
     rows = bench_latency(seqs, tt, hf, gt, cpu, gpus, args.quick)
-    batch = None if args.no_batch else bench_batch(docs, tt, hf, gt, cpu, gpus["per_word"], args.batch_mb)
-    (out / "results.json").write_text(json.dumps({"meta": meta, "latency": rows, "batch": batch}, indent=1))
+    batch = (
+        None
+        if args.no_batch
+        else bench_batch(docs, tt, hf, gt, cpu, gpus["per_word"], args.batch_mb)
+    )
+    (out / "results.json").write_text(
+        json.dumps({"meta": meta, "latency": rows, "batch": batch}, indent=1)
+    )
     md = to_markdown(meta, rows, batch)
     (out / "results.md").write_text(md)
     plot(rows, out / "latency.png")

@@ -30,11 +30,12 @@ sha256. ``ci`` is derived from the bench corpus when the debs are absent.
 
 Output line format: ``{"text": ..., "src": "<source>:<path>#<piece>"}`` (ensure_ascii=False).
 
-CLI::
+CLI (times on the 2-core CPU machine)::
 
-    python bench/corpus.py build --profile ci|bench [--repin]
-    python bench/corpus.py bundle [--out PATH]
-    python bench/corpus.py unbundle [--bundle PATH]
+    python bench/corpus.py ensure --profile ci|bench   # cheapest way to a verified corpus
+    python bench/corpus.py build --profile ci|bench [--repin]   # ci ~15 s, bench ~35 s
+    python bench/corpus.py bundle [--out PATH]         # ~3 min (xz -9e, one core)
+    python bench/corpus.py unbundle [--bundle PATH]    # ~7 s
     python bench/corpus.py info
 """
 
@@ -43,10 +44,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import io
 import json
 import lzma
-import os
 import shutil
 import subprocess
 import sys
@@ -176,13 +175,16 @@ def _apt_uri(spec: str) -> tuple[str, str, int, str]:
     with tempfile.TemporaryDirectory() as d:
         out = subprocess.run(
             ["apt-get", "--print-uris", "download", spec],
-            cwd=d, check=True, capture_output=True, text=True,
+            cwd=d,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
     for line in out.splitlines():
         if line.startswith("'"):
             url, fname, size, digest = line.split()
             assert digest.startswith("SHA256:"), line
-            return url.strip("'"), fname, int(size), digest[len("SHA256:"):]
+            return url.strip("'"), fname, int(size), digest[len("SHA256:") :]
     raise CorpusError(f"apt-get --print-uris download {spec}: no URI in output:\n{out}")
 
 
@@ -217,18 +219,24 @@ def _download(package: str, pin: dict, path: Path) -> None:
         # apt-get verifies the archive signature chain; it must be the pinned version.
         with tempfile.TemporaryDirectory(dir=DEB_CACHE) as d:
             arch = pin.get("architecture")
-            spec = f"{package}:{arch}={version}" if arch and arch != "all" else f"{package}={version}"
+            spec = (
+                f"{package}:{arch}={version}" if arch and arch != "all" else f"{package}={version}"
+            )
             r = subprocess.run(
                 ["apt-get", "download", spec],
-                cwd=d, capture_output=True, text=True,
+                cwd=d,
+                capture_output=True,
+                text=True,
             )
             files = list(Path(d).glob("*.deb"))
             if r.returncode == 0 and len(files) == 1:
                 files[0].replace(tmp)
                 got = True
             else:
-                log(f"apt-get download {spec} failed ({r.stderr.strip()[-200:]}); "
-                    f"trying {pin['url']}")
+                log(
+                    f"apt-get download {spec} failed ({r.stderr.strip()[-200:]}); "
+                    f"trying {pin['url']}"
+                )
     if not got:
         log(f"downloading {pin['url']}")
         with urllib.request.urlopen(pin["url"], timeout=120) as resp, open(tmp, "wb") as f:
@@ -387,7 +395,9 @@ def _write_verified(profile: str, docs, manifest: dict, repin: bool) -> Path:
     pin = manifest["profiles"].get(profile)
     if repin or pin is None:
         manifest["profiles"][profile] = st
-        log(f"pinned {profile}: sha256 {st['sha256']}, {st['text_bytes']/1e6:.1f} MB, {st['docs']} docs")
+        log(
+            f"pinned {profile}: sha256 {st['sha256']}, {st['text_bytes'] / 1e6:.1f} MB, {st['docs']} docs"
+        )
     elif pin["sha256"] != st["sha256"]:
         raise CorpusError(
             f"corpus {profile}: sha256 {st['sha256']} != pinned {pin['sha256']} "
@@ -399,7 +409,7 @@ def _write_verified(profile: str, docs, manifest: dict, repin: bool) -> Path:
     tmp = out.with_suffix(".tmp")
     tmp.write_bytes(data)
     tmp.replace(out)
-    log(f"{profile}: {out} ({len(data)/1e6:.1f} MB, {st['docs']} docs, sha256 ok)")
+    log(f"{profile}: {out} ({len(data) / 1e6:.1f} MB, {st['docs']} docs, sha256 ok)")
     return out
 
 
@@ -413,7 +423,7 @@ def build(profile: str, repin: bool = False) -> Path:
             continue
         deb = fetch_deb(src.package, manifest, repin)
         docs_by_source[src.name] = source_docs(src, deb)
-        log(f"{src.name}: {len(docs_by_source[src.name])} docs ({time.time()-t0:.1f} s)")
+        log(f"{src.name}: {len(docs_by_source[src.name])} docs ({time.time() - t0:.1f} s)")
     docs = select_profile(docs_by_source, profile)
     out = _write_verified(profile, docs, manifest, repin)
     if repin:
@@ -437,7 +447,12 @@ def derive(profile: str, from_profile: str = "bench") -> Path:
 def verify(profile: str) -> bool:
     p = corpus_path(profile)
     pin = load_manifest()["profiles"].get(profile)
-    return bool(pin) and p.is_file() and p.stat().st_size == pin["jsonl_bytes"] and sha256_file(p) == pin["sha256"]
+    return (
+        bool(pin)
+        and p.is_file()
+        and p.stat().st_size == pin["jsonl_bytes"]
+        and sha256_file(p) == pin["sha256"]
+    )
 
 
 # ---------------------------------------------------------------- bundle
@@ -457,7 +472,7 @@ def bundle(out: Path = BUNDLE, profile: str = "bench") -> Path:
     with lzma.open(tmp, "wb", preset=9 | lzma.PRESET_EXTREME) as fo:
         fo.write(jsonl_bytes(docs))
     tmp.replace(out)
-    log(f"bundle {out} ({out.stat().st_size/1e6:.1f} MB, {time.time()-t0:.0f} s)")
+    log(f"bundle {out} ({out.stat().st_size / 1e6:.1f} MB, {time.time() - t0:.0f} s)")
     return out
 
 
@@ -485,9 +500,7 @@ def unbundle(path: Path = BUNDLE, profile: str = "bench") -> Path:
 
 def _have_debs(profile: str) -> bool:
     m = load_manifest()["debian"]
-    return all(
-        p in m and (DEB_CACHE / m[p]["file"]).is_file() for p in profile_packages(profile)
-    )
+    return all(p in m and (DEB_CACHE / m[p]["file"]).is_file() for p in profile_packages(profile))
 
 
 def ensure(profile: str, allow_build: bool = True) -> Path:
@@ -518,7 +531,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build a profile from pinned debs and verify it")
     b.add_argument("--profile", choices=PROFILES, default="ci")
-    b.add_argument("--repin", action="store_true", help="accept current debs/corpus, rewrite manifest")
+    b.add_argument(
+        "--repin", action="store_true", help="accept current debs/corpus, rewrite manifest"
+    )
     e = sub.add_parser("ensure", help="make a verified profile by the cheapest available way")
     e.add_argument("--profile", choices=PROFILES, default="ci")
     bu = sub.add_parser("bundle", help="write an xz bundle of the bench corpus")
@@ -539,8 +554,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "info":
             m = load_manifest()
             for p, st in m["profiles"].items():
-                print(f"{p}: {st['text_bytes']/1e6:.1f} MB text, {st['docs']} docs, "
-                      f"sha256 {st['sha256']}, local {'ok' if verify(p) else 'missing'}")
+                print(
+                    f"{p}: {st['text_bytes'] / 1e6:.1f} MB text, {st['docs']} docs, "
+                    f"sha256 {st['sha256']}, local {'ok' if verify(p) else 'missing'}"
+                )
     except CorpusError as err:
         print(f"corpus: FAILED: {err}", file=sys.stderr)
         return 1

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # One command for the GPU machine: build the extension for sm_90, check exactness
 # (GPU == CPU == tiktoken), run compute-sanitizer memcheck + racecheck on a small batch,
-# and benchmark. Logs and results go under $OUT (default logs/gpu_check).
+# and benchmark. Logs and results go under $OUT (default /tmp/gputok_gpu_check).
 #
 #   bash scripts/gpu_check.sh [STAGES]     STAGES: comma list of
-#       build,unit,test,sanitize,slow,bench,benchquick   (default: build,unit,test,sanitize,bench)
+#       build,unit,test,sanitize,slow,bench,benchquick,ablation
+#       (default: build,unit,test,sanitize,bench)
 #
-# Prebuilt artifacts, if present, save the build: .carry/gpu/_core.cpython-312-*.so and
-# .carry/gpu/test_device_tables (built on the dev machine with nvcc 13.0, -arch=sm_90). A
+# Prebuilt artifacts, if present, save the build: .gpucarry/gpu/_core.cpython-312-*.so and
+# .gpucarry/gpu/test_device_tables (built on the dev machine with nvcc 13.0, -arch=sm_90). A
 # prebuilt module that does not import is rebuilt here with cmake + ninja.
 # Python packages missing on the machine (gigatoken, awkward) travel as wheels in .whl/.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-OUT=${OUT:-$ROOT/logs/gpu_check}
+OUT=${OUT:-/tmp/gputok_gpu_check}
 mkdir -p "$OUT"
 STAGES=${1:-build,unit,test,sanitize,bench}
 has() { [[ ",$STAGES," == *",$1,"* ]]; }
@@ -35,10 +36,10 @@ fi
 export PYTHONPATH=$ROOT/backend_src${PYTHONPATH:+:$PYTHONPATH}
 
 BUILD=/tmp/gputok_build
-UNIT_BIN=.carry/gpu/test_device_tables
+UNIT_BIN=.gpucarry/gpu/test_device_tables
 if has build; then
   t0=$(date +%s)
-  for f in .carry/gpu/_core.cpython-*.so; do [ -f "$f" ] && cp "$f" backend_src/gputok/; done
+  for f in .gpucarry/gpu/_core.cpython-*.so; do [ -f "$f" ] && cp "$f" backend_src/gputok/; done
   if ! $PY -c "import gputok, sys; ok, why = gputok.cuda_available(); sys.exit(0 if ok else 1)" 2>"$OUT/import.err"; then
     note "prebuilt module unusable ($(tail -1 "$OUT/import.err")); building"
     rm -f backend_src/gputok/_core.*.so
@@ -59,8 +60,11 @@ if has unit; then
   note "unit (device hash table + small encode): $(tail -1 "$OUT/unit.log")"
 fi
 
-if has test || has slow || has bench || has benchquick; then
-  [ -f .cache/corpus/corpus-bench.jsonl ] || $PY bench/corpus.py unbundle >"$OUT/corpus.log" 2>&1
+if has test || has slow || has bench || has benchquick || has ablation; then
+  if [ ! -f .cache/corpus/corpus-bench.jsonl ]; then
+    B=.carry/corpus-bench.jsonl.xz; [ -f "$B" ] || B=.gpucarry/corpus-bench.jsonl.xz
+    $PY bench/corpus.py unbundle --bundle "$B" >"$OUT/corpus.log" 2>&1
+  fi
 fi
 
 if has test; then
@@ -86,6 +90,10 @@ fi
 if has bench || has benchquick; then
   q=""; has benchquick && q="--quick"
   timeout 500 $PY bench/bench_gpu.py --out "$OUT" $q 2>&1 | tee "$OUT/bench.log" | tail -40
+fi
+
+if has ablation; then
+  timeout 200 $PY bench/gpu_ablation.py 2>&1 | tee "$OUT/ablation.log"
 fi
 note "done $(date -u +%FT%TZ)"
 cat "$SUMMARY"

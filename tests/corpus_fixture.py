@@ -25,7 +25,7 @@ except ImportError:  # usable from scripts without pytest
     pytest = None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(profile: str) -> tuple[str, ...]:
     return tuple(_corpus.load_corpus(profile))
 

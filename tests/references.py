@@ -24,7 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RANKS = REPO / "backend_src" / "gputok" / "data" / "gpt2.tiktoken"
 GPT2_FILES = REPO / ".cache" / "gpt2"
-R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+R50K_PATTERN = (
+    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+)
 EOT = "<|endoftext|>"
 EOT_ID = 50256
 
@@ -60,7 +62,7 @@ def _check(name: str, encode) -> None:
             raise AssertionError(f"{name}: {text!r} -> {got}, expected {want}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiktoken_gpt2():
     """tiktoken's r50k_base (== GPT-2), built offline. Use ``encode_ordinary`` /
     ``encode_ordinary_batch(texts, num_threads=N)`` for plain text."""
@@ -78,7 +80,7 @@ def tiktoken_gpt2():
     return enc
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def hf_gpt2():
     """HF ``tokenizers.Tokenizer`` for GPT-2 (no special tokens; ``.encode(t).ids``).
     Batch thread count: set ``RAYON_NUM_THREADS`` before the first parallel call."""
@@ -92,7 +94,7 @@ def hf_gpt2():
     return tok
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gigatoken_gpt2():
     """``gigatoken.Tokenizer`` built from ``hf_gpt2()``. ``.encode(text)`` -> np.uint32
     array; ``.encode_batch_list(texts, parallel=...)`` -> list[list[int]]. Parallel batches

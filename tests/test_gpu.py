@@ -40,7 +40,7 @@ def tt():
 
 
 def _first_diff(a, b):
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i
     return min(len(a), len(b))
@@ -48,7 +48,7 @@ def _first_diff(a, b):
 
 def assert_same(texts, got, want, label):
     assert len(got) == len(want)
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if g != w:
             k = _first_diff(g, w)
             raise AssertionError(
@@ -109,7 +109,9 @@ def test_corpus_one_string(corpus, gpus, cpu, tt):
 def test_cpu_pretokenize_option(corpus, tt):
     g = gputok.gpt2(device="cuda", gpu_pretokenize=False)
     texts = list(corpus[:300])
-    assert_same(texts, g.encode_ordinary_batch(texts), tt.encode_ordinary_batch(texts), "cpu-pretok")
+    assert_same(
+        texts, g.encode_ordinary_batch(texts), tt.encode_ordinary_batch(texts), "cpu-pretok"
+    )
 
 
 # -------------------------------------------------------------------------- sweeps
@@ -162,20 +164,90 @@ def test_every_token_merges_to_itself(gpus, cpu):
 
 
 def _pathological():
-    ws = ["\u00a0", "\u0085", "\u000b", "\u1680", "\u2000", "\u200a", "\u2028", "\u2029",
-          "\u202f", "\u205f", "\u3000", "\u180e", "\u200b", "\ufeff", "\u001c", "\t", "\r\n"]
+    ws = [
+        "\u00a0",
+        "\u0085",
+        "\u000b",
+        "\u1680",
+        "\u2000",
+        "\u200a",
+        "\u2028",
+        "\u2029",
+        "\u202f",
+        "\u205f",
+        "\u3000",
+        "\u180e",
+        "\u200b",
+        "\ufeff",
+        "\u001c",
+        "\t",
+        "\r\n",
+    ]
     out = [
-        "", " ", "  ", "a", "'", "'s", "''s", "DON'T", "don't", "it's'll've're'd'm't",
-        "x'S 'S 's", " 's", "  's", "\n's", "1's", "!'s", "'ll'", "'l", "'v'e", "a \n\nb",
-        "a   b", "a\n\n\n", "   ", "\n", " \n ", "a \t b", "1000", "12345678901234567890",
-        "$$$ ...!!!", "hello\u00a0world", "🙂🙂🙂 🙂", "日本語のテキスト、です。", "Привет, мир!",
-        "a" * 5000, " " * 3000 + "a", "\n" * 3000 + "b", "1" * 4000, "ab" * 3000,
-        "aaa", "aaaa", "aaaaa", "a" * 33, "a" * 513, "abc" * 1000, "." * 2000,
-        "x" + "'s" * 500, "é" * 2000, "🙂" * 600, "ウ" * 1500,
+        "",
+        " ",
+        "  ",
+        "a",
+        "'",
+        "'s",
+        "''s",
+        "DON'T",
+        "don't",
+        "it's'll've're'd'm't",
+        "x'S 'S 's",
+        " 's",
+        "  's",
+        "\n's",
+        "1's",
+        "!'s",
+        "'ll'",
+        "'l",
+        "'v'e",
+        "a \n\nb",
+        "a   b",
+        "a\n\n\n",
+        "   ",
+        "\n",
+        " \n ",
+        "a \t b",
+        "1000",
+        "12345678901234567890",
+        "$$$ ...!!!",
+        "hello\u00a0world",
+        "🙂🙂🙂 🙂",
+        "日本語のテキスト、です。",
+        "Привет, мир!",
+        "a" * 5000,
+        " " * 3000 + "a",
+        "\n" * 3000 + "b",
+        "1" * 4000,
+        "ab" * 3000,
+        "aaa",
+        "aaaa",
+        "aaaaa",
+        "a" * 33,
+        "a" * 513,
+        "abc" * 1000,
+        "." * 2000,
+        "x" + "'s" * 500,
+        "é" * 2000,
+        "🙂" * 600,
+        "ウ" * 1500,
     ]
     for w in ws:
-        out += [w, w * 3, f"a{w}b", f"a{w}{w}b", f"a {w}b", f"a{w} b", f"{w}'s", f"a{w}",
-                f"{w}a", f"x {w}{w} y", f"1{w}2"]
+        out += [
+            w,
+            w * 3,
+            f"a{w}b",
+            f"a{w}{w}b",
+            f"a {w}b",
+            f"a{w} b",
+            f"{w}'s",
+            f"a{w}",
+            f"{w}a",
+            f"x {w}{w} y",
+            f"1{w}2",
+        ]
     rng = random.Random(7)
     alphabet = ["a", "b", " ", "'", "s", "l", "1", "\n", "é", "日", "!", "\u00a0", "🙂", "A", "t"]
     for _ in range(2000):
@@ -188,13 +260,33 @@ def test_pathological(gpus, cpu, tt):
     check_all(texts, gpus, cpu, tt, label="pathological")
 
 
+def test_small_inputs_one_by_one(corpus, gpus, tt):
+    """Chunks of <= 4 KB take per_word's fused one-block kernel: check it text by text
+    (longer ones here take the multi-kernel path)."""
+    texts = _pathological()[:1200] + [d for d in corpus[:300] if len(d.encode()) <= 16384]
+    texts += ["".join(chr(c) for c in range(b, b + 300)) for b in range(0, 0x30000, 4099)]
+    g = gpus["per_word"]
+    for t in texts:
+        want = tt.encode_ordinary(t)
+        assert g.encode_ordinary(t) == want, t[:80]
+
+
 def test_long_pieces_per_word(gpus, cpu, tt):
     """Pieces longer than the warp's shared capacity go through global memory."""
     rng = random.Random(11)
     texts = []
     for n in (31, 32, 33, 64, 511, 512, 513, 600, 2000, 20000):
-        for alpha in ("a", "ab", "aeiou", "abcdefghijklmnopqrstuvwxyz", "0123456789", "日本語",
-                      "éa", "!?.", "lo"):
+        for alpha in (
+            "a",
+            "ab",
+            "aeiou",
+            "abcdefghijklmnopqrstuvwxyz",
+            "0123456789",
+            "日本語",
+            "éa",
+            "!?.",
+            "lo",
+        ):
             texts.append("".join(rng.choice(alpha) for _ in range(n)))
     texts.append("a" * 200_000)
     texts.append("7" * 100_000)

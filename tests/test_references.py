@@ -3,6 +3,7 @@ other on a slice of the pinned corpus. If a reference is misbuilt (HF returns em
 silently), every equality test downstream would be meaningless, so this fails first."""
 
 import pytest
+
 from corpus_fixture import load_corpus_with_sources
 from references import PROBES, gigatoken_gpt2, hf_gpt2, tiktoken_gpt2
 
@@ -36,7 +37,7 @@ def test_references_agree_and_are_nonempty(sample):
     want = tt.encode_ordinary_batch(texts, num_threads=1)
     hf_ids = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     gt_ids = gt.encode_batch_list(texts)
-    for (src, text), w, h, g in zip(sample, want, hf_ids, gt_ids):
+    for (src, text), w, h, g in zip(sample, want, hf_ids, gt_ids, strict=True):
         assert text and w, f"tiktoken returned empty ids for {src}"
         assert h == w, f"HF differs from tiktoken on {src}"
         assert g == w, f"gigatoken differs from tiktoken on {src}"

@@ -66,10 +66,10 @@ Texts to_texts(const py::sequence& seq) {
 }
 
 // Moves a vector into a numpy array without copying: the capsule owns the vector.
-template <typename T>
-py::array_t<T> to_numpy(std::vector<T>&& v) {
-  auto* heap = new std::vector<T>(std::move(v));
-  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+template <typename V, typename T = typename V::value_type>
+py::array_t<T> to_numpy(V&& v) {
+  auto* heap = new V(std::move(v));
+  py::capsule owner(heap, [](void* p) { delete static_cast<V*>(p); });
   return py::array_t<T>({py::ssize_t(heap->size())}, {py::ssize_t(sizeof(T))}, heap->data(), owner);
 }
 
@@ -152,7 +152,8 @@ class Core {
       py::gil_scoped_release release;
       if (gpu_) {
         std::lock_guard<std::mutex> lock(gpu_mu_);
-        ids = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8).ids;
+        const IdVector gpu_ids = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8).ids;
+        ids.assign(gpu_ids.begin(), gpu_ids.end());
       } else {
         encoder_.encode_one(inputs[0], policy, utf8, ids);
       }

@@ -21,66 +21,62 @@ namespace {
 
 constexpr size_t kChunkBytes = 64 * 1024;  // long texts split here for threads (and the GPU)
 constexpr size_t kItemBytes = 32 * 1024;   // work per scheduling item
-constexpr size_t kCacheMaxPiece = 255;     // longer pieces are rare; not worth caching
 
 std::string hex_byte(uint8_t b) {
   static const char* digits = "0123456789abcdef";
   return std::string("0x") + digits[b >> 4] + digits[b & 15];
 }
 
-// Pretoken cache: piece bytes -> ids, open addressing over flat arenas. Cleared wholesale
-// when full, which keeps it O(1) and bounded (~3 MB per thread).
+// Pretoken cache for pieces that are not tokens: key (inline, as in the token index) ->
+// up to kCacheIds ids inline, in one 64-byte slot. Cleared wholesale when half full, which
+// keeps it O(1) and bounded (2 MB per thread). Pieces over 16 bytes or with more ids are
+// rare (mostly unique CJK runs) and merge every time.
+constexpr size_t kCacheIds = 9;
+
 class PieceCache {
  public:
-  PieceCache() { clear(); }
+  PieceCache() : slots_(kSlots) { clear(); }
 
-  const int32_t* find(const uint8_t* key, size_t len, uint64_t h, size_t* n_ids) const {
+  const int32_t* find(const PieceKey& k, uint64_t h, size_t* n_ids) const {
     size_t slot = h & kMask;
     for (;;) {
       const Entry& e = slots_[slot];
-      if (e.ids_len == 0) return nullptr;
-      if (e.hash == h && e.key_len == len && std::memcmp(&keys_[e.key_off], key, len) == 0) {
-        *n_ids = e.ids_len;
-        return &ids_[e.ids_off];
+      if (e.n_ids == 0) return nullptr;
+      if (e.w0 == k.w0 && e.w1 == k.w1 && e.len == k.len) {
+        *n_ids = e.n_ids;
+        return e.ids;
       }
       slot = (slot + 1) & kMask;
     }
   }
 
-  void insert(const uint8_t* key, size_t len, uint64_t h, const int32_t* ids, size_t n_ids) {
-    if (used_ * 2 >= kSlots || keys_.size() + len > kArenaBytes) clear();
+  void insert(const PieceKey& k, uint64_t h, const int32_t* ids, size_t n_ids) {
+    if (n_ids == 0 || n_ids > kCacheIds) return;
+    if (used_ * 2 >= kSlots) clear();
     size_t slot = h & kMask;
-    while (slots_[slot].ids_len != 0) slot = (slot + 1) & kMask;
+    while (slots_[slot].n_ids != 0) slot = (slot + 1) & kMask;
     Entry& e = slots_[slot];
-    e.hash = h;
-    e.key_off = uint32_t(keys_.size());
-    e.key_len = uint16_t(len);
-    e.ids_off = uint32_t(ids_.size());
-    e.ids_len = uint16_t(n_ids);
-    keys_.insert(keys_.end(), key, key + len);
-    ids_.insert(ids_.end(), ids, ids + n_ids);
+    e.w0 = k.w0;
+    e.w1 = k.w1;
+    e.len = uint32_t(k.len);
+    e.n_ids = uint32_t(n_ids);
+    std::memcpy(e.ids, ids, n_ids * sizeof(int32_t));
     ++used_;
   }
 
  private:
-  static constexpr size_t kSlots = 1 << 16;
+  static constexpr size_t kSlots = 1 << 15;
   static constexpr size_t kMask = kSlots - 1;
-  static constexpr size_t kArenaBytes = 1 << 21;
   struct Entry {
-    uint64_t hash;
-    uint32_t key_off, ids_off;
-    uint16_t key_len, ids_len;
+    uint64_t w0, w1;
+    uint32_t len, n_ids;
+    int32_t ids[kCacheIds];
   };
   void clear() {
-    slots_.assign(kSlots, Entry{0, 0, 0, 0, 0});
-    keys_.clear();
-    ids_.clear();
-    keys_.reserve(kArenaBytes);
+    for (auto& e : slots_) e.n_ids = 0;
     used_ = 0;
   }
   std::vector<Entry> slots_;
-  std::vector<uint8_t> keys_;
-  std::vector<int32_t> ids_;
   size_t used_ = 0;
 };
 
@@ -284,27 +280,27 @@ void Encoder::encode_segment(Worker& w, std::string_view text, std::vector<int32
       out.push_back(v.byte_token[piece[0]]);
       continue;
     }
-    const uint64_t h = hash_bytes(piece, len);
+    const PieceKey key = make_key(piece, len, n - (pos - len));
     if (whole) {
-      const int32_t id =
-          vocab_->find_token(std::string_view(reinterpret_cast<const char*>(piece), len), h);
+      const int32_t id = vocab_->find_token(key, piece);
       if (id >= 0) {
         out.push_back(id);
         continue;
       }
     }
-    if (len > kCacheMaxPiece) {
+    if (len > 16) {
       merge_piece(v, piece, len, out, w.scratch);
       continue;
     }
+    const uint64_t h = key_hash(key);
     size_t n_ids = 0;
-    if (const int32_t* hit = w.cache.find(piece, len, h, &n_ids)) {
+    if (const int32_t* hit = w.cache.find(key, h, &n_ids)) {
       for (size_t k = 0; k < n_ids; ++k) out.push_back(hit[k]);
       continue;
     }
     const size_t before = out.size();
     merge_piece(v, piece, len, out, w.scratch);
-    w.cache.insert(piece, len, h, out.data() + before, out.size() - before);
+    w.cache.insert(key, h, out.data() + before, out.size() - before);
   }
 }
 
@@ -323,7 +319,7 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
                          std::vector<int32_t>& out) const {
   if (text.bytes.size() > 4 * kChunkBytes) {
     EncodeResult r = encode_batch({text}, policy, utf8, 0);
-    out = std::move(r.ids);
+    out.assign(r.ids.begin(), r.ids.end());
     return;
   }
   Prepared p;
@@ -342,6 +338,18 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
     throw;
   }
   release(w);
+}
+
+void Encoder::run_parallel(size_t n, size_t threads,
+                           const std::function<void(size_t)>& fn) const {
+  if (threads <= 1 || n <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  const size_t want = std::max<size_t>(threads, std::thread::hardware_concurrency());
+  if (!pool_ || pool_->size() < want) pool_ = std::make_unique<ThreadPool>(want);
+  pool_->parallel_for(n, threads, fn);
 }
 
 EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const SpecialPolicy& policy,
@@ -391,33 +399,28 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
     release(w);
   };
 
-  size_t threads = num_threads > 0 ? size_t(num_threads)
-                                   : std::max<size_t>(1, std::thread::hardware_concurrency());
-  if (threads > 1 && n_items > 1) {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    const size_t hw = std::max<size_t>(1, std::thread::hardware_concurrency());
-    const size_t want = std::max(hw, threads);
-    if (!pool_ || pool_->size() < want) pool_ = std::make_unique<ThreadPool>(want);
-    pool_->parallel_for(n_items, threads, run_item);
-  } else {
-    for (size_t it = 0; it < n_items; ++it) run_item(it);
-  }
+  const size_t threads = num_threads > 0
+                            ? size_t(num_threads)
+                            : std::max<size_t>(1, std::thread::hardware_concurrency());
+  run_parallel(n_items, threads, run_item);
   if (error) std::rethrow_exception(error);
 
+  // Concatenate: offsets first (cheap, sequential), then the copies in parallel so the
+  // output's fresh pages are faulted by several threads.
   EncodeResult r;
-  size_t total = 0;
-  for (const auto& o : outs) total += o.ids.size();
-  r.ids.resize(total);
+  std::vector<size_t> base(n_items + 1, 0);
+  for (size_t it = 0; it < n_items; ++it) base[it + 1] = base[it] + outs[it].ids.size();
+  r.ids.resize(base[n_items]);
   r.offsets.assign(texts.size() + 1, 0);
-  size_t base = 0;
   for (size_t it = 0; it < n_items; ++it) {
     const ItemOut& o = outs[it];
-    if (!o.ids.empty()) std::memcpy(r.ids.data() + base, o.ids.data(), o.ids.size() * 4);
-    for (size_t k = 0; k < o.unit_end.size(); ++k) {
-      r.offsets[p.units[item_start[it] + k].text + 1] = int64_t(base + o.unit_end[k]);
-    }
-    base += o.ids.size();
+    for (size_t k = 0; k < o.unit_end.size(); ++k)
+      r.offsets[p.units[item_start[it] + k].text + 1] = int64_t(base[it] + o.unit_end[k]);
   }
+  run_parallel(n_items, threads, [&](size_t it) {
+    const auto& ids = outs[it].ids;
+    if (!ids.empty()) std::memcpy(r.ids.data() + base[it], ids.data(), ids.size() * 4);
+  });
   // Texts with no units (empty) end where the previous text ended.
   for (size_t t = 0; t < texts.size(); ++t)
     if (r.offsets[t + 1] < r.offsets[t]) r.offsets[t + 1] = r.offsets[t];
@@ -437,7 +440,7 @@ EncodeResult Encoder::encode_batch_gpu(GpuEncoder& gpu, Algorithm algorithm,
     else
       segments.push_back(u.bytes);
   }
-  std::vector<int32_t> ids;
+  IdVector ids;
   std::vector<int64_t> ends;
   EncodeResult r;
   r.kernel_ms = segments.empty() ? 0.0f : gpu.encode(segments, algorithm, ids, ends);

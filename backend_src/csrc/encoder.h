@@ -49,7 +49,7 @@ struct SpecialPolicy {
 enum class Utf8Policy { kStrict, kReplace };
 
 struct EncodeResult {
-  std::vector<int32_t> ids;
+  IdVector ids;
   std::vector<int64_t> offsets;  // texts + 1 entries
   float kernel_ms = 0.0f;        // device time on the GPU path, 0 on the CPU
 };
@@ -106,6 +106,8 @@ class Encoder {
   struct Prepared;
   void prepare(const std::vector<TextInput>& texts, const SpecialPolicy& policy, Utf8Policy utf8,
                Prepared& p) const;
+  // fn(i) for i in [0, n) on the shared pool (one caller at a time), or inline.
+  void run_parallel(size_t n, size_t threads, const std::function<void(size_t)>& fn) const;
   Worker* acquire() const;
   void release(Worker* w) const;
   void encode_segment(Worker& w, std::string_view text, std::vector<int32_t>& out) const;

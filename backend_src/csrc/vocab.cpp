@@ -12,62 +12,41 @@
 namespace gputok {
 
 // ---------------------------------------------------------------------------
-// Byte-string hashing: FNV-1a over 8-byte words, mixed at the end. Short keys (pieces
-// average ~4.5 bytes) dominate, so the word loop runs once or twice.
-uint64_t hash_bytes(const void* data, size_t len) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint64_t h = 0xcbf29ce484222325ULL ^ (len * 0x9E3779B97F4A7C15ULL);
-  while (len >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = (h ^ w) * 0x100000001b3ULL;
-    h ^= h >> 29;
-    p += 8;
-    len -= 8;
-  }
-  uint64_t tail = 0;
-  std::memcpy(&tail, p, len);
-  h = (h ^ tail) * 0x100000001b3ULL;
-  h ^= h >> 32;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 29;
-  return h;
-}
-
-void BytesIndex::build(const std::vector<std::string>& keys) {
-  keys_ = keys.data();
+void TokenIndex::build(const std::vector<std::string>& tokens) {
+  tokens_ = &tokens;
   size_t cap = 16;
-  while (cap < keys.size() * 2) cap <<= 1;
-  slots_.assign(cap, -1);
+  while (cap < tokens.size() * 5 / 2) cap <<= 1;  // load <= 40%: short probe chains
+  slots_.assign(cap, Slot{0, 0, 0, -1, 0});
   mask_ = cap - 1;
-  for (size_t id = 0; id < keys.size(); ++id) {
-    const std::string& k = keys[id];
-    if (k.empty()) continue;
-    uint64_t slot = hash_bytes(k.data(), k.size()) & mask_;
-    while (slots_[slot] != -1) {
-      if (keys[slots_[slot]] == k)
-        throw VocabError("duplicate token bytes for ids " + std::to_string(slots_[slot]) + " and " +
-                         std::to_string(id));
-      slot = (slot + 1) & mask_;
-    }
-    slots_[slot] = int32_t(id);
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    const std::string& t = tokens[id];
+    if (t.empty()) continue;
+    const auto* p = reinterpret_cast<const uint8_t*>(t.data());
+    const int32_t existing = find(t);
+    if (existing >= 0)
+      throw VocabError("duplicate token bytes for ids " + std::to_string(existing) + " and " +
+                       std::to_string(id));
+    const PieceKey k = make_key(p, t.size(), t.size());
+    uint64_t slot = key_hash(k) & mask_;
+    while (slots_[slot].id >= 0) slot = (slot + 1) & mask_;
+    slots_[slot] = Slot{k.w0, k.w1, k.len, int32_t(id), 0};
   }
 }
 
-int32_t BytesIndex::find(std::string_view s) const {
-  return find(s, hash_bytes(s.data(), s.size()));
-}
-
-int32_t BytesIndex::find(std::string_view s, uint64_t hash) const {
-  if (slots_.empty()) return -1;
-  uint64_t slot = hash & mask_;
-  for (;;) {
-    const int32_t id = slots_[slot];
-    if (id < 0) return -1;
-    const std::string& k = keys_[id];
-    if (k.size() == s.size() && std::memcmp(k.data(), s.data(), s.size()) == 0) return id;
-    slot = (slot + 1) & mask_;
-  }
+Vocab& Vocab::operator=(Vocab&& o) noexcept {
+  tokens_ = std::move(o.tokens_);
+  present_ = std::move(o.present_);
+  specials_ = std::move(o.specials_);
+  pair_keys_ = std::move(o.pair_keys_);
+  pair_values_ = std::move(o.pair_values_);
+  byte_token_ = std::move(o.byte_token_);
+  byte_pairs_ = std::move(o.byte_pairs_);
+  index_ = std::move(o.index_);
+  index_.tokens_ = &tokens_;
+  n_pairs_ = o.n_pairs_;
+  n_vocab_ = o.n_vocab_;
+  whole_piece_lookup_ = o.whole_piece_lookup_;
+  return *this;
 }
 
 // ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -22,24 +23,77 @@ class VocabError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A flat hash map from byte strings to ids (open addressing, linear probing). Used for
-// whole-token lookups (tiktoken returns a piece's own rank when the piece is a token).
-class BytesIndex {
- public:
-  void build(const std::vector<std::string>& keys);
-  // Returns the id of `s`, or -1. `hash` is hash_bytes(s), when the caller has it already.
-  int32_t find(std::string_view s, uint64_t hash) const;
-  int32_t find(std::string_view s) const;
-
- private:
-  std::vector<int32_t> slots_;  // id or -1
-  // The keys' heap buffer, which a move of the owning vector keeps in place (the Vocab is
-  // move-only, and its tokens never change after build).
-  const std::string* keys_ = nullptr;
-  uint64_t mask_ = 0;
+// A piece's first 16 bytes as two little-endian words (zero-padded) plus its length: the
+// key of the token index and of the pretoken cache. Comparing two keys is two word compares,
+// with no pointer chase and no memcmp call; pieces over 16 bytes (rare) also compare bytes.
+struct PieceKey {
+  uint64_t w0, w1;
+  uint64_t len;
 };
 
-uint64_t hash_bytes(const void* data, size_t len);
+// `avail` is how many bytes may be read from p (>= len); with 16 or more, two unaligned
+// loads and a mask replace a variable-length copy.
+inline PieceKey make_key(const uint8_t* p, size_t len, size_t avail) {
+  PieceKey k{0, 0, len};
+  if (avail >= 16) {
+    std::memcpy(&k.w0, p, 8);
+    std::memcpy(&k.w1, p + 8, 8);
+    if (len < 8) {
+      k.w0 &= (uint64_t(1) << (8 * len)) - 1;
+      k.w1 = 0;
+    } else if (len < 16) {
+      k.w1 &= (uint64_t(1) << (8 * (len - 8))) - 1;
+    }
+  } else {
+    const size_t n = len < 16 ? len : 16;
+    std::memcpy(&k.w0, p, n < 8 ? n : 8);
+    if (n > 8) std::memcpy(&k.w1, p + 8, n - 8);
+  }
+  return k;
+}
+
+inline uint64_t key_hash(const PieceKey& k) {
+  uint64_t h = (k.w0 ^ (k.w1 * 0x9E3779B97F4A7C15ULL) ^ (k.len << 56)) * 0xbf58476d1ce4e5b9ULL;
+  return h ^ (h >> 31);
+}
+
+// Token bytes -> id, open addressing with the key inline in each 32-byte slot.
+// Performance note: the old index (slot -> id -> std::string -> memcmp) cost two dependent
+// cache misses per piece; this costs one.
+class TokenIndex {
+ public:
+  void build(const std::vector<std::string>& tokens);
+  // Returns the id of the piece p[0, k.len) whose key is k, or -1.
+  int32_t find(const PieceKey& k, const uint8_t* p) const {
+    uint64_t slot = key_hash(k) & mask_;
+    for (;;) {
+      const Slot& s = slots_[slot];
+      if (s.id < 0) return -1;
+      if (s.w0 == k.w0 && s.w1 == k.w1 && s.len == k.len &&
+          (k.len <= 16 || std::memcmp((*tokens_)[s.id].data() + 16, p + 16, k.len - 16) == 0))
+        return s.id;
+      slot = (slot + 1) & mask_;
+    }
+  }
+  int32_t find(std::string_view s) const {
+    const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+    return find(make_key(p, s.size(), s.size()), p);
+  }
+
+ private:
+  struct Slot {
+    uint64_t w0, w1;
+    uint64_t len;
+    int32_t id;
+    int32_t pad;
+  };
+  std::vector<Slot> slots_;
+  // The tokens' vector lives in the move-only Vocab that owns this index; its address is
+  // re-pointed by Vocab after every move (see Vocab's move operations).
+  const std::vector<std::string>* tokens_ = nullptr;
+  uint64_t mask_ = 0;
+  friend class Vocab;
+};
 
 struct SpecialToken {
   std::string text;
@@ -51,8 +105,8 @@ class Vocab {
   Vocab() = default;
   Vocab(const Vocab&) = delete;
   Vocab& operator=(const Vocab&) = delete;
-  Vocab(Vocab&&) = default;
-  Vocab& operator=(Vocab&&) = default;
+  Vocab(Vocab&& o) noexcept { *this = std::move(o); }
+  Vocab& operator=(Vocab&& o) noexcept;
 
   // tiktoken semantics: `tokens[id]` are the token bytes and rank == id. The pair table
   // holds every split of every token into two tokens (see types.h).
@@ -82,8 +136,8 @@ class Vocab {
 
   // Number of ids, specials included (50257 for GPT-2).
   size_t n_vocab() const { return n_vocab_; }
-  // The id of a whole-piece token, or -1. `hash` is hash_bytes(bytes).
-  int32_t find_token(std::string_view bytes, uint64_t hash) const { return index_.find(bytes, hash); }
+  // The id of a whole-piece token, or -1.
+  int32_t find_token(const PieceKey& k, const uint8_t* p) const { return index_.find(k, p); }
   int32_t find_token(std::string_view bytes) const { return index_.find(bytes); }
   // Bytes of any id (ordinary or special); throws std::out_of_range for unknown ids.
   std::string_view token_bytes(int64_t id) const;
@@ -102,7 +156,7 @@ class Vocab {
   std::vector<uint64_t> pair_values_;
   std::vector<int32_t> byte_token_ = std::vector<int32_t>(256, -1);
   std::vector<uint64_t> byte_pairs_;  // see VocabView::byte_pairs
-  BytesIndex index_;
+  TokenIndex index_;
   size_t n_pairs_ = 0;
   size_t n_vocab_ = 0;
   bool whole_piece_lookup_ = true;

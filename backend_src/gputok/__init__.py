@@ -10,7 +10,12 @@ The ids equal tiktoken's r50k_base ("gpt2") on every input. See docs/api.md.
 
 from __future__ import annotations
 
-from . import _core
+try:
+    from . import _core
+except ImportError as e:  # pragma: no cover - only without a build
+    raise ImportError(
+        f"gputok's native extension is not built ({e}): run `make build` in the repository"
+    ) from e
 from ._tokenizer import ALGORITHMS, CudaUnavailableError, Tokenizer, cuda_available
 from ._vocab import (
     GPT2_RANKS,
@@ -54,8 +59,9 @@ def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokeni
     CudaUnavailableError where no GPU can be used). algorithm: the GPU merge method, one of
     ALGORITHMS. options: device_id, pool_limit_bytes, gpu_pretokenize.
     """
-    return Tokenizer(gpt2_vocab(), GPT2_SPECIALS, name="gpt2", device=device,
-                     algorithm=algorithm, **options)
+    return Tokenizer(
+        gpt2_vocab(), GPT2_SPECIALS, name="gpt2", device=device, algorithm=algorithm, **options
+    )
 
 
 def load_tiktoken_file(path, special_tokens=None, *, name=None, **options) -> Tokenizer:
@@ -65,7 +71,9 @@ def load_tiktoken_file(path, special_tokens=None, *, name=None, **options) -> To
     return Tokenizer(vocab, specials, name=name or str(path), **options)
 
 
-def load_hf_files(vocab_json, merges_txt, special_tokens=None, *, name=None, **options) -> Tokenizer:
+def load_hf_files(
+    vocab_json, merges_txt, special_tokens=None, *, name=None, **options
+) -> Tokenizer:
     """A Tokenizer from GPT-2-style HF files: vocab.json (byte-mapped) and merges.txt."""
     vocab, specials = vocab_from_hf_files(vocab_json, merges_txt, special_tokens)
     return Tokenizer(vocab, specials, name=name or str(vocab_json), **options)

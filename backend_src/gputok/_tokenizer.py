@@ -81,7 +81,9 @@ class Tokenizer:
         return set(self._special_tokens)
 
     def __repr__(self) -> str:
-        return f"<gputok.Tokenizer {self.name!r} device={self.device!r} algorithm={self.algorithm!r}>"
+        return (
+            f"<gputok.Tokenizer {self.name!r} device={self.device!r} algorithm={self.algorithm!r}>"
+        )
 
     # -- policy -------------------------------------------------------------------------
     def _policy(self, allowed_special, disallowed_special) -> tuple[list[int], list[int]]:

@@ -154,7 +154,9 @@ import os, sysconfig
 r = {"python": "%d.%d" % sys.version_info[:2], "version": sys.version.split()[0], "prefix": sys.prefix}
 lib = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("INSTSONAME") or "")
 r["libpython"] = lib if os.path.isfile(lib) else None
-for name in ("numpy", "gputok", "torch", "transformers"):
+# torch before gputok: on the H200 image `import gputok, torch` (CUDA build) segfaulted
+# while `import torch, gputok` worked (2026-11-22); the models import in this order too.
+for name in ("numpy", "torch", "transformers", "gputok"):
     try:
         m = __import__(name)
         r[name] = m.__version__  # a bare namespace package (no build) has none: reported below
@@ -167,7 +169,10 @@ print(json.dumps(r))
         [str(python), "-c", code], capture_output=True, text=True, check=False, env=_clean_env()
     )
     if out.returncode != 0:
-        raise ServeError(f"cannot run {python}: {out.stderr.strip()[-2000:]}")
+        raise ServeError(
+            f"cannot run {python} (exit code {out.returncode}; negative = killed by that signal): "
+            f"{out.stdout.strip()[-1000:]} {out.stderr.strip()[-2000:]}"
+        )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -182,6 +187,25 @@ def numpy_major(version: str | None) -> int | None:
     if not version:
         return None
     return int(version.split(".")[0])
+
+
+# Packages hidden from the stub environment when its base has numpy 2 (they are built against
+# numpy 2); matched on the first part of each site-packages entry ("scipy.libs", "scipy-1.x.dist-info").
+STUB_EXCLUDE = frozenset({"numpy", "scipy", "sklearn", "scikit_learn", "pandas"})
+
+
+def filtered_site(src: Path, dst: Path, exclude: frozenset[str]) -> Path:
+    """A folder of symlinks to every entry of `src` except the `exclude`d packages."""
+    import re
+
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.mkdir(parents=True)
+    for entry in src.iterdir():
+        key = re.split(r"[-.]", entry.name.lower(), maxsplit=1)[0]
+        if key not in exclude:
+            (dst / entry.name).symlink_to(entry)
+    return dst
 
 
 def prepare_stub_env(
@@ -216,7 +240,19 @@ def prepare_stub_env(
         return json.loads(out.stdout)
 
     venv_site = Path(sites(py)[0])
-    lines = [*(extra_site_dirs or []), *sites(base_python)]
+    base_sites = sites(base_python)
+    if numpy_major(env_report(Path(base_python)).get("numpy")) not in (None, 1):
+        # The base has numpy 2: packages compiled against it must not be importable next to
+        # numpy 1.26, or an optional import breaks the models. Seen on the H200 image:
+        # transformers' GenerationMixin imports sklearn -> scipy, which fails with numpy 1.26
+        # ("module 'numpy' has no attribute 'long'"), so GPT2LMHeadModel did not import.
+        # We expose the base site-packages through a folder of symlinks without them.
+        base_sites = [
+            str(filtered_site(Path(d), dest / "base-sites" / str(i), STUB_EXCLUDE))
+            for i, d in enumerate(base_sites)
+            if Path(d).is_dir()
+        ]
+    lines = [*(extra_site_dirs or []), *base_sites]
     # `site.addsitedir`, not bare paths: it also runs the .pth files found there, which is how
     # editable installs (gputok's own, `pip install -e backend_src`) hook themselves in.
     (venv_site / "gputok_base_env.pth").write_text(

@@ -23,9 +23,7 @@ GPT2_RANKS = DATA_DIR / "gpt2.tiktoken"
 GPT2_RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 ENDOFTEXT = "<|endoftext|>"
 GPT2_SPECIALS = {ENDOFTEXT: 50256}
-GPT2_PATTERN = (
-    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-)
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -89,7 +87,9 @@ def parse_tiktoken_bytes(data: bytes, where: str = "tiktoken file") -> list[byte
             continue
         parts = line.split()
         if len(parts) != 2:
-            raise VocabError(f"{where}:{lineno}: expected '<base64 token> <rank>', got {line[:60]!r}")
+            raise VocabError(
+                f"{where}:{lineno}: expected '<base64 token> <rank>', got {line[:60]!r}"
+            )
         try:
             token = base64.b64decode(parts[0], validate=True)
             rank = int(parts[1])

@@ -53,7 +53,7 @@ def bytes_to_unicode() -> dict[int, str]:
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    return dict(zip(bs, (chr(c) for c in cs)))
+    return dict(zip(bs, (chr(c) for c in cs), strict=True))
 
 
 def load_ranks(path: str | Path = DEFAULT_RANKS, check_hash: bool = True) -> dict[bytes, int]:
@@ -154,8 +154,12 @@ def regenerate(
 def ensure_files(out_dir: str | Path, ranks_path: str | Path = DEFAULT_RANKS) -> dict[str, Path]:
     """Regenerate only if the files are missing or wrong (cheap cache for tests/bench)."""
     out = Path(out_dir)
-    want = {"encoder.json": ENCODER_JSON_SHA256, "vocab.bpe": VOCAB_BPE_SHA256,
-            "vocab.json": ENCODER_JSON_SHA256, "merges.txt": VOCAB_BPE_SHA256}
+    want = {
+        "encoder.json": ENCODER_JSON_SHA256,
+        "vocab.bpe": VOCAB_BPE_SHA256,
+        "vocab.json": ENCODER_JSON_SHA256,
+        "merges.txt": VOCAB_BPE_SHA256,
+    }
     ok = all(
         (out / n).is_file() and hashlib.sha256((out / n).read_bytes()).hexdigest() == h
         for n, h in want.items()
@@ -175,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"regen_gpt2_files: FAILED: {e}", file=sys.stderr)
         return 1
-    for name, p in paths.items():
+    for p in paths.values():
         print(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p}")
     return 0
 

@@ -26,16 +26,16 @@ namespace cuda_detail {
 }  // namespace cuda_detail
 }  // namespace gputok
 
-#define GPUTOK_CUDA(call)                                                               \
-  do {                                                                                  \
-    cudaError_t gputok_e_ = (call);                                                     \
-    if (gputok_e_ != cudaSuccess)                                                       \
-      ::gputok::cuda_detail::throw_cuda(gputok_e_, #call, __FILE__, __LINE__);          \
+#define GPUTOK_CUDA(call)                                                      \
+  do {                                                                         \
+    cudaError_t gputok_e_ = (call);                                            \
+    if (gputok_e_ != cudaSuccess)                                              \
+      ::gputok::cuda_detail::throw_cuda(gputok_e_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define GPUTOK_LAUNCHED(name)                                                           \
-  do {                                                                                  \
-    cudaError_t gputok_e_ = cudaGetLastError();                                         \
-    if (gputok_e_ != cudaSuccess)                                                       \
-      ::gputok::cuda_detail::throw_cuda(gputok_e_, name, __FILE__, __LINE__);           \
+#define GPUTOK_LAUNCHED(name)                                                 \
+  do {                                                                        \
+    cudaError_t gputok_e_ = cudaGetLastError();                               \
+    if (gputok_e_ != cudaSuccess)                                             \
+      ::gputok::cuda_detail::throw_cuda(gputok_e_, name, __FILE__, __LINE__); \
   } while (0)

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "common.cuh"
+#include "kernels.cuh"
+#include "merge.h"
 #include "pretokenize.h"
 #include "vocab.h"
 
@@ -31,8 +33,8 @@ class DeviceTables {
     if (cap == 0 || (cap & (cap - 1)) != 0 || values.size() != cap)
       throw CudaError("pair table capacity must be a nonzero power of two");
     const size_t s1 = unicode_stage1_size(), s2 = unicode_stage2_size();
-    const size_t bytes = 2 * cap * sizeof(uint64_t) + 256 * sizeof(int32_t) +
-                         s1 * sizeof(uint16_t) + s2 + 4 * 256;
+    const size_t bytes =
+        2 * cap * sizeof(uint64_t) + 256 * sizeof(int32_t) + s1 * sizeof(uint16_t) + s2 + 4 * 256;
     GPUTOK_CUDA(cudaMalloc(&block_, bytes));
     ++allocs;
     bytes_ = bytes;
@@ -44,24 +46,81 @@ class DeviceTables {
     auto* d_s2 = reinterpret_cast<uint8_t*>(d_s1 + s1);
     const UnicodeTableView host_uni = unicode_table();
     GPUTOK_CUDA(cudaMemcpy(d_keys, keys.data(), cap * sizeof(uint64_t), cudaMemcpyHostToDevice));
-    GPUTOK_CUDA(cudaMemcpy(d_values, values.data(), cap * sizeof(uint64_t), cudaMemcpyHostToDevice));
-    GPUTOK_CUDA(cudaMemcpy(d_bytes, vocab.byte_token(), 256 * sizeof(int32_t), cudaMemcpyHostToDevice));
+    GPUTOK_CUDA(
+        cudaMemcpy(d_values, values.data(), cap * sizeof(uint64_t), cudaMemcpyHostToDevice));
+    GPUTOK_CUDA(
+        cudaMemcpy(d_bytes, vocab.byte_token(), 256 * sizeof(int32_t), cudaMemcpyHostToDevice));
     GPUTOK_CUDA(cudaMemcpy(d_s1, host_uni.stage1, s1 * sizeof(uint16_t), cudaMemcpyHostToDevice));
     GPUTOK_CUDA(cudaMemcpy(d_s2, host_uni.stage2, s2, cudaMemcpyHostToDevice));
     vocab_ = VocabView{PairTableView{d_keys, d_values, uint32_t(cap - 1)}, d_bytes};
     uni_ = UnicodeTableView{d_s1, d_s2};
+    build_cache(vocab, allocs);
+  }
+
+  // The whole-piece cache (kernels.cuh): every token of 2..kShortPiece bytes whose own BPE
+  // is itself, keyed by piece_hash; bytes verified on every hit.
+  void build_cache(const Vocab& vocab, uint64_t& allocs) {
+    const auto& toks = vocab.tokens();
+    std::vector<uint32_t> chosen;
+    std::vector<int32_t> out;
+    size_t blob_bytes = 0;
+    for (size_t id = 0; id < toks.size() && id < (1u << 24); ++id) {
+      const std::string& t = toks[id];
+      if (t.size() < 2 || t.size() > size_t(kShortPiece)) continue;
+      out.clear();
+      merge_piece_reference(vocab.view(), reinterpret_cast<const uint8_t*>(t.data()), t.size(),
+                            out);
+      if (out.size() != 1 || out[0] != int32_t(id)) continue;
+      chosen.push_back(uint32_t(id));
+      blob_bytes += t.size();
+    }
+    size_t slots = 1024;
+    while (slots < chosen.size() * 3) slots <<= 1;
+    std::vector<uint64_t> keys(slots, 0), vals(slots, 0);
+    std::vector<uint8_t> blob;
+    blob.reserve(blob_bytes);
+    for (uint32_t id : chosen) {
+      const std::string& t = toks[id];
+      uint64_t h = kPieceHashSeed;
+      for (unsigned char b : t) h = piece_hash_step(h, b);
+      h = piece_hash_finish(h, uint32_t(t.size()));
+      size_t slot = size_t(h) & (slots - 1);
+      while (keys[slot] != 0) slot = (slot + 1) & (slots - 1);
+      keys[slot] = h;
+      vals[slot] = (uint64_t(blob.size()) << 32) | (uint64_t(t.size()) << 24) | id;
+      blob.insert(blob.end(), t.begin(), t.end());
+    }
+    const size_t bytes = slots * 16 + blob.size() + 16;
+    GPUTOK_CUDA(cudaMalloc(&cache_block_, bytes));
+    ++allocs;
+    auto* dk = static_cast<uint64_t*>(cache_block_);
+    auto* dv = dk + slots;
+    auto* db = reinterpret_cast<uint8_t*>(dv + slots);
+    GPUTOK_CUDA(cudaMemcpy(dk, keys.data(), slots * 8, cudaMemcpyHostToDevice));
+    GPUTOK_CUDA(cudaMemcpy(dv, vals.data(), slots * 8, cudaMemcpyHostToDevice));
+    if (!blob.empty())
+      GPUTOK_CUDA(cudaMemcpy(db, blob.data(), blob.size(), cudaMemcpyHostToDevice));
+    cache_ = PieceCacheView{dk, dv, db, uint32_t(slots - 1)};
+    cache_entries_ = chosen.size();
   }
   void release() {
     if (block_) cudaFree(block_);
     block_ = nullptr;
+    if (cache_block_) cudaFree(cache_block_);
+    cache_block_ = nullptr;
   }
+  PieceCacheView cache() const { return cache_; }
+  size_t cache_entries() const { return cache_entries_; }
   VocabView vocab() const { return vocab_; }
   UnicodeTableView unicode() const { return uni_; }
   size_t bytes() const { return bytes_; }
 
  private:
   void* block_ = nullptr;
+  void* cache_block_ = nullptr;
   size_t bytes_ = 0;
+  size_t cache_entries_ = 0;
+  PieceCacheView cache_{nullptr, nullptr, nullptr, 0};
   VocabView vocab_{};
   UnicodeTableView uni_{};
 };

@@ -8,12 +8,19 @@
 // that only grow (pool.cuh), so steady-state calls make no cudaMalloc/cudaHostAlloc.
 // Kernel time is measured with CUDA events around the kernels of each chunk and summed.
 //
-// Performance notes: a chunk costs 5-7 launches and two host syncs (the token count must be
-// known before the ids can be copied). Device memory per chunk is about 16 bytes per byte
-// of text (32 with blockbpe_optimized's scratch).
+// Performance notes (H200, 2026-11-22, bench/gpu_ablation.py, 64 MB of the bench corpus,
+// 9,797 docs, 28.1M tokens): kernels 6.9 ms (9.2 GB/s); staging 2.3-3.7 ms; H2D+kernels+D2H
+// 10.5 ms; copy-out into the caller's std::vector 54-61 ms. The copy-out is the end-to-end
+// bottleneck: std::vector::resize zero-fills 112 MB of fresh pages on one thread before the
+// parallel copy; an uninitialized output buffer (see the report) would remove most of it.
+// A chunk costs ~10 launches (1 for chunks <= kSmallMaxBytes: small.cu) and two host syncs
+// (one for small chunks). Device memory: ~16 bytes per byte of text (+16 for blockbpe*).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -45,8 +52,8 @@ void parallel_copy(const std::vector<std::pair<const char*, size_t>>& src, char*
   size_t total = 0;
   for (auto& s : src) total += s.second;
   unsigned hw = std::thread::hardware_concurrency();
-  unsigned nt = std::min<unsigned>(hw ? hw : 1, 8);
-  if (total < (size_t(8) << 20) || nt <= 1) {
+  unsigned nt = std::min<unsigned>({hw ? hw : 1, 8u, unsigned(total >> 18) + 1});
+  if (total < (size_t(1) << 20) || nt <= 1) {
     for (auto& s : src) {
       std::memcpy(dst, s.first, s.second);
       dst += s.second;
@@ -72,8 +79,8 @@ void parallel_copy(const std::vector<std::pair<const char*, size_t>>& src, char*
 
 void parallel_copy_out(const int32_t* src, size_t count, int32_t* dst) {
   unsigned hw = std::thread::hardware_concurrency();
-  unsigned nt = std::min<unsigned>(hw ? hw : 1, 8);
-  if (count < (size_t(2) << 20) || nt <= 1) {
+  unsigned nt = std::min<unsigned>({hw ? hw : 1, 8u, unsigned(count >> 16) + 1});
+  if (count < (size_t(1) << 18) || nt <= 1) {
     std::memcpy(dst, src, count * sizeof(int32_t));
     return;
   }
@@ -108,6 +115,9 @@ struct GpuEncoder::Impl {
   int n_sms = 0;
   cudaStream_t stream = nullptr;
   cudaEvent_t ev0 = nullptr, ev1 = nullptr;
+  cudaEvent_t ev_pre = nullptr, ev_merge = nullptr, ev_mid = nullptr;  // GPUTOK_GPU_PROFILE=1
+  bool profile = false;
+  bool use_cache = true;  // GPUTOK_GPU_NO_CACHE=1 turns the whole-piece cache off (ablation)
   DeviceTables tables;
   DeviceArena arena;
   PinnedBuffer pin_in, pin_out;
@@ -123,11 +133,14 @@ struct GpuEncoder::Impl {
     tables.release();
     if (ev0) cudaEventDestroy(ev0);
     if (ev1) cudaEventDestroy(ev1);
+    if (ev_pre) cudaEventDestroy(ev_pre);
+    if (ev_merge) cudaEventDestroy(ev_merge);
+    if (ev_mid) cudaEventDestroy(ev_mid);
     if (stream) cudaStreamDestroy(stream);
   }
 
   float run_chunk(const std::vector<std::string_view>& segments, const Unit* units, size_t n_units,
-                  Algorithm algorithm, std::vector<int32_t>& ids, std::vector<int64_t>& ends);
+                  Algorithm algorithm, IdVector& ids, std::vector<int64_t>& ends);
 };
 
 GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
@@ -138,10 +151,18 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
   impl->vocab = std::move(vocab);
   impl->opt = options;
   GPUTOK_CUDA(cudaSetDevice(options.device_id));
-  GPUTOK_CUDA(cudaDeviceGetAttribute(&impl->n_sms, cudaDevAttrMultiProcessorCount, options.device_id));
+  GPUTOK_CUDA(
+      cudaDeviceGetAttribute(&impl->n_sms, cudaDevAttrMultiProcessorCount, options.device_id));
   GPUTOK_CUDA(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
   GPUTOK_CUDA(cudaEventCreate(&impl->ev0));
   GPUTOK_CUDA(cudaEventCreate(&impl->ev1));
+  GPUTOK_CUDA(cudaEventCreate(&impl->ev_pre));
+  GPUTOK_CUDA(cudaEventCreate(&impl->ev_merge));
+  GPUTOK_CUDA(cudaEventCreate(&impl->ev_mid));
+  const char* prof = std::getenv("GPUTOK_GPU_PROFILE");
+  impl->profile = prof && *prof && *prof != '0';
+  const char* nocache = std::getenv("GPUTOK_GPU_NO_CACHE");
+  impl->use_cache = !(nocache && *nocache && *nocache != '0');
   impl->tables.build(*impl->vocab, impl->counters.device_allocs);
   impl_ = std::move(impl);
 }
@@ -168,7 +189,7 @@ GpuCounters GpuEncoder::counters() const {
 int GpuEncoder::device_id() const { return impl_->opt.device_id; }
 
 float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorithm algorithm,
-                         std::vector<int32_t>& ids, std::vector<int64_t>& ends) {
+                         IdVector& ids, std::vector<int64_t>& ends) {
   Impl& I = *impl_;
   GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
   // Units: segments, long ones split at safe positions.
@@ -217,8 +238,10 @@ float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorith
 }
 
 float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments, const Unit* units,
-                                  size_t n_units, Algorithm algorithm, std::vector<int32_t>& ids,
+                                  size_t n_units, Algorithm algorithm, IdVector& ids,
                                   std::vector<int64_t>& ends) {
+  using clk = std::chrono::steady_clock;
+  const auto t_start = clk::now();
   size_t n64 = 0;
   for (size_t u = 0; u < n_units; ++u) n64 += units[u].end - units[u].begin;
   const uint32_t n = uint32_t(n64);
@@ -289,10 +312,13 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   const size_t in_bytes = in_text + (n_units + 1) * 4 + 4 + size_t(n_pieces_host) * 4;
   pin_in.ensure(in_bytes, counters.pinned_allocs);
   char* hin = pin_in.base();
+  const auto t_prep = clk::now();
   parallel_copy(src, hin);
+  const auto t_staged = clk::now();
   std::memset(hin + n, 0, in_text - n);
   std::memcpy(hin + in_text, unit_off.data(), (n_units + 1) * 4);
-  GPUTOK_CUDA(cudaMemcpyAsync(const_cast<uint8_t*>(c.text), hin, in_text, cudaMemcpyHostToDevice, stream));
+  GPUTOK_CUDA(
+      cudaMemcpyAsync(const_cast<uint8_t*>(c.text), hin, in_text, cudaMemcpyHostToDevice, stream));
   GPUTOK_CUDA(cudaMemcpyAsync(const_cast<uint32_t*>(c.unit_off), hin + in_text, (n_units + 1) * 4,
                               cudaMemcpyHostToDevice, stream));
   GPUTOK_CUDA(cudaMemsetAsync(c.counters, 0, 16 * sizeof(uint32_t), stream));
@@ -307,46 +333,86 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
 
   GPUTOK_CUDA(cudaEventRecord(ev0, stream));
   int launches = 0;
-  if (gpu_pretok)
-    launches += launch_pretokenize(c, tables.unicode(), stream);
-  else
-    launches += launch_flags_from_pieces(c, n_pieces_host, stream);
   const VocabView v = tables.vocab();
-  switch (algorithm) {
-    case Algorithm::kPerWord:
-      launches += launch_merge_per_word(c, v, n_sms, stream);
-      break;
-    case Algorithm::kBlockBpe:
-      launches += launch_merge_blockbpe(c, v, false, n_sms, stream);
-      break;
-    case Algorithm::kBlockBpeOptimized:
-      launches += launch_merge_blockbpe(c, v, true, n_sms, stream);
-      break;
+  const PieceCacheView cache = use_cache ? tables.cache() : PieceCacheView{};
+  // Small chunks: the whole per_word pipeline in one launch, and one sync for everything.
+  const bool small = algorithm == Algorithm::kPerWord && gpu_pretok && n <= kSmallMaxBytes;
+  if (small) {
+    launches += launch_fused_small(c, tables.unicode(), v, cache, stream);
+    if (profile) {
+      GPUTOK_CUDA(cudaEventRecord(ev_pre, stream));
+      GPUTOK_CUDA(cudaEventRecord(ev_mid, stream));
+      GPUTOK_CUDA(cudaEventRecord(ev_merge, stream));
+    }
+  } else {
+    if (gpu_pretok)
+      launches += launch_pretokenize(c, tables.unicode(), stream);
+    else
+      launches += launch_flags_from_pieces(c, n_pieces_host, stream);
+    if (profile) GPUTOK_CUDA(cudaEventRecord(ev_pre, stream));
+    switch (algorithm) {
+      case Algorithm::kPerWord:
+        launches += launch_merge_per_word(c, v, cache, n_sms, stream, profile ? ev_mid : nullptr);
+        break;
+      case Algorithm::kBlockBpe:
+        launches += launch_merge_blockbpe(c, v, false, n_sms, stream);
+        break;
+      case Algorithm::kBlockBpeOptimized:
+        launches += launch_merge_blockbpe(c, v, true, n_sms, stream);
+        break;
+    }
+    if (profile) GPUTOK_CUDA(cudaEventRecord(ev_merge, stream));
+    launches += launch_compact(c, stream);
   }
-  launches += launch_compact(c, stream);
   GPUTOK_CUDA(cudaEventRecord(ev1, stream));
   counters.launches += uint64_t(launches);
 
-  // Output: counters and unit ends first (the token count sizes the ids copy).
-  const size_t head = 64 + n_units * 4;
-  pin_out.ensure(head, counters.pinned_allocs);
-  GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.counters, 16 * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
-  GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base() + 64, c.unit_ends, n_units * 4, cudaMemcpyDeviceToHost, stream));
+  // Output: counters and unit ends first (the token count sizes the ids copy). A small
+  // chunk copies ids for the worst case (n tokens, <= 64 KB) in the same round trip.
+  const size_t head = 64 + ((n_units * 4 + 63) & ~size_t(63));
+  pin_out.ensure(head + (small ? size_t(n) * 4 : 0), counters.pinned_allocs);
+  GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.counters, 16 * sizeof(uint32_t),
+                              cudaMemcpyDeviceToHost, stream));
+  GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base() + 64, c.unit_ends, n_units * 4, cudaMemcpyDeviceToHost,
+                              stream));
+  if (small)
+    GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base() + head, c.ids_out, size_t(n) * 4,
+                                cudaMemcpyDeviceToHost, stream));
   GPUTOK_CUDA(cudaStreamSynchronize(stream));
   const uint32_t total = reinterpret_cast<const uint32_t*>(pin_out.base())[2];
   std::vector<uint32_t> unit_ends(n_units);
   std::memcpy(unit_ends.data(), pin_out.base() + 64, n_units * 4);
   if (total > n) throw CudaError("GPU encoder produced more tokens than bytes");
-  if (total) {
+  size_t ids_at = head;
+  if (!small && total) {
+    ids_at = 0;
     pin_out.ensure(size_t(total) * 4, counters.pinned_allocs);
-    GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.ids_out, size_t(total) * 4, cudaMemcpyDeviceToHost, stream));
+    GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.ids_out, size_t(total) * 4,
+                                cudaMemcpyDeviceToHost, stream));
   }
   GPUTOK_CUDA(cudaStreamSynchronize(stream));
+  const auto t_synced = clk::now();
   float ms = 0.0f;
   GPUTOK_CUDA(cudaEventElapsedTime(&ms, ev0, ev1));
   const size_t old = ids.size();
   ids.resize(old + total);
-  parallel_copy_out(reinterpret_cast<const int32_t*>(pin_out.base()), total, ids.data() + old);
+  parallel_copy_out(reinterpret_cast<const int32_t*>(pin_out.base() + ids_at), total,
+                    ids.data() + old);
+  if (profile) {
+    float pre = 0, merge = 0, shortm = 0;
+    GPUTOK_CUDA(cudaEventElapsedTime(&pre, ev0, ev_pre));
+    GPUTOK_CUDA(cudaEventElapsedTime(&merge, ev_pre, ev_merge));
+    if (algorithm == Algorithm::kPerWord)
+      GPUTOK_CUDA(cudaEventElapsedTime(&shortm, ev_pre, ev_mid));
+    auto us = [](clk::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+    std::fprintf(stderr,
+                 "[gputok gpu] %u bytes %zu units %u tokens: prep %.0f us, staging %.0f us, "
+                 "h2d+kernels+d2h %.0f us (kernels %.0f us: pretok %.0f, merge %.0f [short %.0f], "
+                 "compact %.0f), copy-out %.0f us, algorithm %d\n",
+                 n, n_units, total, us(t_prep - t_start), us(t_staged - t_prep),
+                 us(t_synced - t_staged), ms * 1e3, pre * 1e3, merge * 1e3, shortm * 1e3,
+                 (ms - pre - merge) * 1e3, us(clk::now() - t_synced), int(algorithm));
+  }
   for (size_t u = 0; u < n_units; ++u)
     if (units[u].last) ends.push_back(base + int64_t(unit_ends[u]));
   return ms;

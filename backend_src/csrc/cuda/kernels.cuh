@@ -22,35 +22,66 @@ namespace cuda_detail {
 
 // Device pointers for one chunk; all carved out of the encoder's pool (gpu_encoder.cu).
 struct ChunkDev {
-  const uint8_t* text = nullptr;   // n bytes (+16 zero padding)
+  const uint8_t* text = nullptr;  // n bytes (+16 zero padding)
   uint32_t n = 0;
   const uint32_t* unit_off = nullptr;  // n_units + 1 offsets; unit_off[n_units] == n
   uint32_t n_units = 0;
-  uint8_t* unit_start = nullptr;   // n + 1 flags: 1 where a unit starts, and at n
-  uint8_t* piece_flag = nullptr;   // n flags: 1 where a GPT-2 piece starts
+  uint8_t* unit_start = nullptr;     // n + 1 flags: 1 where a unit starts, and at n
+  uint8_t* piece_flag = nullptr;     // n flags: 1 where a GPT-2 piece starts
   uint32_t* piece_starts = nullptr;  // up to n + 1 offsets (selected piece starts)
-  uint32_t* counters = nullptr;    // [0] pieces, [1] long pieces, [2] total tokens
-  uint32_t* long_list = nullptr;   // piece indices handled cooperatively
+  uint32_t* counters = nullptr;      // [0] pieces, [1] long pieces, [2] total tokens
+  uint32_t* long_list = nullptr;     // piece indices handled cooperatively
   uint32_t long_cap = 0;
-  int32_t* tok = nullptr;          // n: ids at the front of each piece's range, -1 elsewhere
-  int32_t* aux = nullptr;          // n + 1: merge scratch, then the scan of token flags
-  int32_t* scratch = nullptr;      // n: extra merge scratch (blockbpe algorithms)
+  int32_t* tok = nullptr;            // n: ids at the front of each piece's range, -1 elsewhere
+  int32_t* aux = nullptr;            // n + 1: merge scratch, then the scan of token flags
+  int32_t* scratch = nullptr;        // n: extra merge scratch (blockbpe algorithms)
   uint8_t* bytes_scratch = nullptr;  // n: per-element flags for long pieces
-  int32_t* ids_out = nullptr;      // n: the compacted ids (aliases piece_starts)
-  uint32_t* unit_ends = nullptr;   // n_units: tokens before each unit's end
+  int32_t* ids_out = nullptr;        // n: the compacted ids (aliases piece_starts)
+  uint32_t* unit_ends = nullptr;     // n_units: tokens before each unit's end
   void* cub_temp = nullptr;
   size_t cub_bytes = 0;
 };
+
+// Whole-piece cache: tiktoken first asks "is the whole piece a token?". Here that is a
+// memo of BPE itself: the table holds exactly the tokens t (2..kShortPiece bytes) for
+// which BPE of t's bytes yields [t] (checked on the host with merge_piece_reference when
+// the table is built), so a hit returns what the merge loop would return, for ANY
+// vocabulary. It turns the common case (an English word is one token) into one probe.
+struct PieceCacheView {
+  const uint64_t* keys;  // piece_hash of the token bytes; 0 = empty slot
+  const uint64_t* vals;  // blob offset << 32 | length << 24 | id
+  const uint8_t* blob;   // token bytes
+  uint32_t mask;
+};
+
+__host__ __device__ __forceinline__ uint64_t piece_hash_step(uint64_t h, uint8_t b) {
+  return (h ^ b) * 0x100000001b3ULL;
+}
+constexpr uint64_t kPieceHashSeed = 0xcbf29ce484222325ULL;
+__host__ __device__ __forceinline__ uint64_t piece_hash_finish(uint64_t h, uint32_t len) {
+  h ^= uint64_t(len) * 0x9E3779B97F4A7C15ULL;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 32;
+  return h ? h : 1;
+}
 
 // Every launcher enqueues on `stream`, checks cudaGetLastError after each launch, and
 // returns the number of kernels it launched (GpuCounters::launches).
 size_t cub_temp_bytes(uint32_t n);
 int launch_pretokenize(const ChunkDev& c, UnicodeTableView uni, cudaStream_t stream);
 int launch_flags_from_pieces(const ChunkDev& c, uint32_t n_pieces, cudaStream_t stream);
-int launch_merge_per_word(const ChunkDev& c, VocabView v, int n_sms, cudaStream_t stream);
+// `mid`, when not null, is recorded between the short-piece and long-piece kernels.
+int launch_merge_per_word(const ChunkDev& c, VocabView v, PieceCacheView cache, int n_sms,
+                          cudaStream_t stream, cudaEvent_t mid = nullptr);
 int launch_merge_blockbpe(const ChunkDev& c, VocabView v, bool optimized, int n_sms,
                           cudaStream_t stream);
 int launch_compact(const ChunkDev& c, cudaStream_t stream);
+// per_word with GPU pretokenization for chunks of at most kSmallMaxBytes: everything in one
+// launch of one block (small.cu).
+constexpr uint32_t kSmallMaxBytes = 4096;
+int launch_fused_small(const ChunkDev& c, UnicodeTableView uni, VocabView v, PieceCacheView cache,
+                       cudaStream_t stream);
 
 // Shared by the merge kernels.
 __device__ __forceinline__ uint32_t lookup_rank(VocabView v, uint32_t a, uint32_t b) {

@@ -28,14 +28,16 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr uint32_t kChunkBytes = 2048;
-constexpr int kItems = 16;                          // blockbpe: parts per thread in shared
-constexpr int kSharedCap = kThreads * kItems;       // 4096 parts
-constexpr int kOptCap = 2560;                       // blockbpe_optimized: 64-bit parts
+constexpr int kItems = 16;                     // blockbpe: parts per thread in shared
+constexpr int kSharedCap = kThreads * kItems;  // 4096 parts
+constexpr int kOptCap = 2560;                  // blockbpe_optimized: 64-bit parts
 constexpr uint32_t kFlag = 0x80000000u;
 constexpr uint32_t kIdMask = 0x7FFFFFFFu;
 
 struct MinOp {
-  __device__ __forceinline__ uint64_t operator()(uint64_t a, uint64_t b) const { return a < b ? a : b; }
+  __device__ __forceinline__ uint64_t operator()(uint64_t a, uint64_t b) const {
+    return a < b ? a : b;
+  }
 };
 
 struct ChunkRange {
@@ -203,7 +205,8 @@ __global__ void __launch_bounds__(kThreads)
     uint64_t* cur = shared ? buf[0] : scratch + cr.s;
     uint64_t* nxt = shared ? buf[1] : scratch + n + cr.s;
     for (int j = threadIdx.x; j < len; j += kThreads) {
-      const uint32_t e = uint32_t(v.byte_token[text[cr.s + j]]) | (piece_flag[cr.s + j] ? kFlag : 0u);
+      const uint32_t e =
+          uint32_t(v.byte_token[text[cr.s + j]]) | (piece_flag[cr.s + j] ? kFlag : 0u);
       uint32_t r = kNoRank;
       if (j + 1 < len) {
         const uint32_t e1 =
@@ -235,9 +238,11 @@ __global__ void __launch_bounds__(kThreads)
       if (threadIdx.x == 0) {
         const uint32_t el = uint32_t(cur[jb] >> 32);
         const uint32_t merged =
-            (el & kFlag) | pair_merged(pair_lookup(v.pairs, el & kIdMask, uint32_t(cur[jb + 1] >> 32) & kIdMask));
+            (el & kFlag) |
+            pair_merged(pair_lookup(v.pairs, el & kIdMask, uint32_t(cur[jb + 1] >> 32) & kIdMask));
         const int m2 = m - 1;
-        const uint32_t rr = jb + 1 < m2 ? pair_rank_of(v, merged, uint32_t(nxt[jb + 1] >> 32)) : kNoRank;
+        const uint32_t rr =
+            jb + 1 < m2 ? pair_rank_of(v, merged, uint32_t(nxt[jb + 1] >> 32)) : kNoRank;
         nxt[jb] = pack(merged, rr);
         if (jb > 0) {
           const uint32_t pe = uint32_t(nxt[jb - 1] >> 32);
@@ -250,7 +255,8 @@ __global__ void __launch_bounds__(kThreads)
       nxt = t;
       --m;
     }
-    write_final<Scan>(cur, m, cr, starts, tok, tmp.scan, [](uint64_t w) { return uint32_t(w >> 32); });
+    write_final<Scan>(cur, m, cr, starts, tok, tmp.scan,
+                      [](uint64_t w) { return uint32_t(w >> 32); });
   }
 }
 

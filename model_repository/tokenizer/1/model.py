@@ -225,26 +225,26 @@ class TritonPythonModel:
         self.s = parse_settings(self.config.get("parameters", {}))
         kind = args.get("model_instance_kind", "CPU")
         self.device = resolve_device(self.s.device, kind)
+        wants_gpu = self.s.outputs_on_gpu == "true" or (
+            self.s.outputs_on_gpu == "auto" and kind.upper() == "GPU"
+        )
+        self.torch = None
+        if wants_gpu:
+            try:  # torch before gputok: `import gputok, torch` segfaulted on the H200 image
+                import torch
+
+                self.torch = torch
+            except ImportError:
+                self.torch = None
+        self.gpu_outputs = bool(self.torch is not None and self.torch.cuda.is_available())
         import gputok  # imported here so that a missing build fails this model's load, loudly
 
         device_id = int(args.get("model_instance_device_id", 0) or 0)
         self.tok = load_tokenizer(
             gputok, self.s, args.get("model_repository", ""), self.device, device_id
         )
-        self.tok.encode(
-            "", **special_kwargs(self.s)
-        )  # unknown special tokens in the config fail the load
-        self.gpu_outputs = False
-        if self.s.outputs_on_gpu == "true" or (
-            self.s.outputs_on_gpu == "auto" and kind.upper() == "GPU"
-        ):
-            try:
-                import torch
-
-                self.gpu_outputs = torch.cuda.is_available()
-                self.torch = torch
-            except ImportError:
-                self.gpu_outputs = False
+        # unknown special tokens in the config fail the load, not the first request
+        self.tok.encode("", **special_kwargs(self.s))
         self.logger.log_info(
             f"tokenizer: numpy {np.__version__}, gputok device {getattr(self.tok, 'device', self.device)}, "
             f"instance {kind}:{args.get('model_instance_device_id')}, settings {self.s}, "

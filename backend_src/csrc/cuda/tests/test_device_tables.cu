@@ -2,7 +2,8 @@
 // GPU == CPU encode check that compute-sanitizer can run without Python.
 //
 // Build (scripts/gpu_check.sh does): nvcc -std=c++17 -O2 -arch=sm_90 -I backend_src/csrc
-//   backend_src/csrc/cuda/tests/test_device_tables.cu <build>/libgputok_core.a -o test_device_tables
+//   backend_src/csrc/cuda/tests/test_device_tables.cu <build>/libgputok_core.a -o
+//   test_device_tables
 // Run: test_device_tables backend_src/gputok/data/gpt2.tiktoken [small]   (small: for sanitizers)
 #include <cstdio>
 #include <cstdlib>
@@ -65,8 +66,8 @@ int main(int argc, char** argv) {
     if (tokens.size() <= rank) tokens.resize(rank + 1);
     tokens[rank] = b64decode(line.substr(0, sp));
   }
-  auto vocab = std::make_shared<Vocab>(
-      Vocab::from_ranks(tokens, {SpecialToken{"<|endoftext|>", 50256}}));
+  auto vocab =
+      std::make_shared<Vocab>(Vocab::from_ranks(tokens, {SpecialToken{"<|endoftext|>", 50256}}));
   std::printf("vocab: %zu ids, %zu pairs, table capacity %zu\n", vocab->n_vocab(), vocab->n_pairs(),
               vocab->pair_keys().size());
 
@@ -113,43 +114,56 @@ int main(int argc, char** argv) {
   cudaFree(dout);
 
   // 2. A small GPU == CPU encode per algorithm (for compute-sanitizer).
-  std::vector<std::string> texts = {
-      "hello world",  "a   b", "DON'T it's we'll they've", "a \n\nb", "   ",
-      std::string(700, 'a'), std::string(100, '7') + " x", "日本語のテキスト、です。 Привет!",
-      "x" + std::string(40, '!') + "'s", ""};
+  std::vector<std::string> texts = {"hello world",
+                                    "a   b",
+                                    "DON'T it's we'll they've",
+                                    "a \n\nb",
+                                    "   ",
+                                    std::string(700, 'a'),
+                                    std::string(100, '7') + " x",
+                                    "日本語のテキスト、です。 Привет!",
+                                    "x" + std::string(40, '!') + "'s",
+                                    ""};
   {
     std::string para;
     const int reps = (argc > 2 && std::string(argv[2]) == "small") ? 12 : 200;
     for (int i = 0; i < reps; ++i) para += "The quick brown fox's 12345 jumps over\tthe lazy dog. ";
     texts.push_back(para);
   }
-  std::vector<std::string_view> segs(texts.begin(), texts.end());
-  std::vector<int32_t> want;
-  std::vector<int64_t> want_ends;
-  {
+  int failures = bad ? 1 : 0;
+  // Run twice: the texts as they are (one chunk under 16 KB: per_word's fused one-block
+  // path) and repeated 10x (the multi-kernel path).
+  for (int rep : {1, 10}) {
+    std::vector<std::string_view> segs;
+    for (int r = 0; r < rep; ++r) segs.insert(segs.end(), texts.begin(), texts.end());
+    size_t bytes = 0;
+    for (auto sv : segs) bytes += sv.size();
+    std::vector<int32_t> want;
+    std::vector<int64_t> want_ends;
     MergeScratch scratch;
-    for (const auto& t : texts) {
+    for (const auto& t : segs) {
       std::vector<Piece> pieces;
       pretokenize(unicode_table(), reinterpret_cast<const uint8_t*>(t.data()), t.size(), pieces);
       for (const auto& p : pieces)
-        merge_piece(vocab->view(), reinterpret_cast<const uint8_t*>(t.data()) + p.start, p.len, want,
-                    scratch);
+        merge_piece(vocab->view(), reinterpret_cast<const uint8_t*>(t.data()) + p.start, p.len,
+                    want, scratch);
       want_ends.push_back(int64_t(want.size()));
     }
-  }
-  int failures = bad ? 1 : 0;
-  for (Algorithm a : {Algorithm::kPerWord, Algorithm::kBlockBpe, Algorithm::kBlockBpeOptimized}) {
-    for (bool gpu_pretok : {true, false}) {
-      GpuOptions o;
-      o.gpu_pretokenize = gpu_pretok;
-      GpuEncoder g(vocab, o);
-      std::vector<int32_t> ids;
-      std::vector<int64_t> ends;
-      const float ms = g.encode(segs, a, ids, ends);
-      const bool ok = ids == want && ends == want_ends;
-      std::printf("encode algorithm %d gpu_pretokenize %d: %zu ids, %.3f ms kernels: %s\n", int(a),
-                  int(gpu_pretok), ids.size(), ms, ok ? "ok" : "MISMATCH");
-      if (!ok) failures++;
+    for (Algorithm a : {Algorithm::kPerWord, Algorithm::kBlockBpe, Algorithm::kBlockBpeOptimized}) {
+      if (rep > 1 && a != Algorithm::kPerWord) continue;  // blockbpe has no fused path
+      for (bool gpu_pretok : {true, false}) {
+        GpuOptions o;
+        o.gpu_pretokenize = gpu_pretok;
+        GpuEncoder g(vocab, o);
+        std::vector<int32_t> ids;
+        std::vector<int64_t> ends;
+        const float ms = g.encode(segs, a, ids, ends);
+        const bool ok = ids == want && ends == want_ends;
+        std::printf(
+            "encode %zu bytes, algorithm %d, gpu_pretokenize %d: %zu ids, %.3f ms kernels: %s\n",
+            bytes, int(a), int(gpu_pretok), ids.size(), ms, ok ? "ok" : "MISMATCH");
+        if (!ok) failures++;
+      }
     }
   }
   std::printf("%s\n", failures ? "FAILED" : "PASSED");

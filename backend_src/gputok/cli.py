@@ -1,0 +1,204 @@
+"""The ``gputok`` command: ``gputok <subcommand> ...`` (also ``python -m gputok ...``).
+
+Subcommands register in ``SUBCOMMANDS`` (name -> (help, add_arguments, run)); each ``run``
+returns the process exit status. Heavy imports (dask, pyarrow) happen inside ``run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+CORPUS_DESCRIPTION = """\
+Tokenize a corpus with GPT-2's tokenizer on a Dask cluster (local by default).
+
+Every input file (text, JSONL or Parquet; .gz/.bz2/.xz for text and JSONL) becomes one
+output shard in OUT: shard_NNNNN.bin (raw little-endian uint16 token ids), shard_NNNNN.idx
+(raw little-endian int64 document offsets, documents + 1 of them) and shard_NNNNN.json (its
+manifest entry), plus OUT/manifest.json with counts and sha256 hashes. Rerunning the same
+command skips shards whose files still match their hashes. See docs/corpus.md.
+"""
+
+CORPUS_EPILOG = """\
+examples:
+  gputok corpus data/*.jsonl -o out/ --field text
+  gputok corpus data/ -o out/ --format parquet --field content --workers 4
+  gputok corpus books/ -o out/ --format text --text-separator '\\n\\n\\n'
+  gputok corpus 'corpus/**/*.jsonl.gz' -o out/ --scheduler tcp://10.0.0.1:8786
+
+read in numpy (nanoGPT style):
+  tokens = np.memmap("out/shard_00000.bin", dtype=np.uint16, mode="r")
+  offsets = np.memmap("out/shard_00000.idx", dtype=np.int64, mode="r")
+"""
+
+
+def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="input files, directories (searched recursively) or glob patterns",
+    )
+    p.add_argument("-o", "--out", required=True, help="output directory (created if missing)")
+    p.add_argument(
+        "--format",
+        choices=("auto", "text", "jsonl", "parquet"),
+        default="auto",
+        help="input format (default: auto, from the file extension)",
+    )
+    p.add_argument(
+        "--field",
+        default="text",
+        help="JSONL field / Parquet column holding the document (default: text)",
+    )
+    p.add_argument(
+        "--text-separator",
+        default=None,
+        metavar="SEP",
+        help=r"split text files into documents on SEP (escapes \n \t \r \0 \\); "
+        "default: each text file is one document",
+    )
+    p.add_argument(
+        "--eot",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="append <|endoftext|> (50256) after every document (default: on)",
+    )
+    p.add_argument(
+        "--utf8-errors",
+        choices=("strict", "replace", "skip"),
+        default="strict",
+        help="invalid UTF-8: fail naming the place, replace with U+FFFD, or skip the "
+        "document (default: strict)",
+    )
+    p.add_argument(
+        "--skip-empty", action="store_true", help="drop empty documents (counted in the manifest)"
+    )
+    p.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="tokenize on the GPU where usable (auto), or force cpu / cuda (default: auto)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="address of a running dask scheduler (default: start a local cluster)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="local cluster workers (default: one per GPU, else min(cores, 8))",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="gputok threads per worker (default: cores / workers on a local cluster)",
+    )
+    p.add_argument(
+        "--no-processes",
+        action="store_true",
+        help="local workers as threads of this process instead of processes",
+    )
+    p.add_argument("--no-dashboard", action="store_true", help="do not start the dashboard")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete OUT's shards and manifest first (default: resume)",
+    )
+    p.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="skip fsync (still renamed only when complete; a crash may cost rework)",
+    )
+    p.add_argument(
+        "--batch-mb",
+        type=int,
+        default=32,
+        help="MB of text per tokenizer call (default: 32)",
+    )
+
+
+def _run_corpus(args: argparse.Namespace) -> int:
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        print(
+            "gputok corpus needs dask.distributed: pip install -r requirements/corpus.txt",
+            file=sys.stderr,
+        )
+        return 2
+    from ._tokenizer import CudaUnavailableError
+    from .corpus import CorpusError, tokenize_corpus, unescape_separator
+
+    sep = None if args.text_separator is None else unescape_separator(args.text_separator)
+    try:
+        run = tokenize_corpus(
+            args.inputs,
+            args.out,
+            format=args.format,
+            field=args.field,
+            text_separator=sep,
+            eot=args.eot,
+            errors=args.utf8_errors,
+            skip_empty=args.skip_empty,
+            device=args.device,
+            num_threads=args.threads,
+            scheduler=args.scheduler,
+            n_workers=args.workers,
+            processes=not args.no_processes,
+            dashboard=not args.no_dashboard,
+            progress=not args.no_progress,
+            overwrite=args.overwrite,
+            batch_bytes=args.batch_mb << 20,
+            fsync=not args.no_fsync,
+        )
+    except (CorpusError, CudaUnavailableError, ValueError, OSError) as e:
+        print(f"gputok corpus: error: {e}", file=sys.stderr)
+        return 1
+    t = run.manifest["totals"]
+    mb = (t["text_bytes"] or 0) / 1e6
+    on = f" on {'/'.join(run.devices)}" if run.devices else ""
+    print(
+        f"done: {t['shards']} shards ({len(run.written)} written, {len(run.verified)} verified "
+        f"and kept), {t['documents']} documents, {t['tokens']} tokens, {mb:.1f} MB of text "
+        f"in {run.seconds:.1f} s{on}; "
+        f"manifest: {run.out_dir}/manifest.json"
+    )
+    return 0
+
+
+SUBCOMMANDS: dict[str, tuple[str, Callable, Callable]] = {
+    "corpus": ("tokenize a corpus into uint16 shards on Dask", _add_corpus_arguments, _run_corpus),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gputok", description="gputok command line")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (help_, add_args, run) in SUBCOMMANDS.items():
+        kw = {}
+        if name == "corpus":
+            kw = {
+                "description": CORPUS_DESCRIPTION,
+                "epilog": CORPUS_EPILOG,
+                "formatter_class": argparse.RawDescriptionHelpFormatter,
+            }
+        p = sub.add_parser(name, help=help_, **kw)
+        add_args(p)
+        p.set_defaults(_run=run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args._run(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1244 @@
+"""Corpus tokenization on dask.distributed: text / JSONL / Parquet shards -> uint16 token shards.
+
+One input file is one task and one output shard. Each Dask worker tokenizes with gputok (the
+GPU where one is usable, else the native CPU path) and writes, per shard ``NAME``:
+
+* ``NAME.bin``  raw little-endian uint16 token ids (nanoGPT's ``train.bin`` format, no header);
+* ``NAME.idx``  raw little-endian int64 document offsets, ``documents + 1`` of them, starting at
+  0 and ending at the token count: document ``i`` is ``bin[idx[i]:idx[i+1]]`` (with ``eot``,
+  that slice ends with ``<|endoftext|>``);
+* ``NAME.json`` the shard's manifest entry (counts, sizes, sha256 of both files).
+
+and the driver writes ``manifest.json`` (all entries plus totals). See docs/corpus.md.
+
+Crash safety: every file is written to ``NAME.<ext>.tmp-<pid>-<rand>``, fsynced, renamed, and the
+directory fsynced; the entry ``NAME.json`` is written last the same way, after the old one was
+removed. A shard counts as done only when its entry exists and both files match the entry's
+sizes and sha256, so a worker killed mid-shard leaves nothing that looks complete; a restart
+re-hashes (on the workers) and skips what verifies, and redoes the rest.
+
+Dask is imported lazily: ``import gputok`` and the readers here work without it.
+
+Performance notes (2-core shared CPU VM, 2026-11-22, 17 MB of the ci corpus): per worker,
+a reader thread parses batch k+1, gputok tokenizes batch k (GIL released) and a writer thread
+packs uint16 + EOT, sha256-hashes and writes batch k-1. The pipeline alone (bench_corpus.py
+--null) ran at ~0.11 GB/s here, bounded by Parquet decoding (~0.24 GB/s, snappy) and packing
+(~1.4 GB/s of text) on this slow VM; tokenizing on its 2 cores is slower still (~18 MB/s), so
+the pipeline costs little on the CPU. Arrow's JSON reader beat Python's json by ~1.4x on 2
+cores, and scales with cores. A GPU worker's ceiling is this pipeline: measure it with --null.
+"""
+
+from __future__ import annotations
+
+import bz2
+import collections
+import contextlib
+import dataclasses
+import glob as _glob
+import gzip
+import hashlib
+import json
+import lzma
+import os
+import queue
+import re
+import secrets
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_NAME = "gputok-corpus"
+FORMAT_VERSION = 1
+FORMATS = ("text", "jsonl", "parquet")
+ERROR_POLICIES = ("strict", "replace", "skip")
+MANIFEST = "manifest.json"
+MAX_ID = 65535  # uint16
+DEFAULT_BATCH_BYTES = 32 << 20  # text per tokenizer call: bounds memory, amortizes the call
+
+_EXTENSIONS = {
+    ".txt": "text",
+    ".text": "text",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+_COMPRESSION = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+_SHARD_RE = re.compile(r"^shard_\d+\.(bin|idx|json)$")
+
+
+class CorpusError(RuntimeError):
+    """A corpus run could not finish (bad output directory, or some shards failed)."""
+
+
+class CorpusInputError(ValueError):
+    """An input shard is unreadable or malformed; the message names the file and place."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Input discovery
+
+
+def _split_ext(path: str) -> tuple[str, str | None]:
+    """(format extension, compression extension or None), e.g. ('.jsonl', '.gz')."""
+    p = Path(path)
+    suffixes = [s.lower() for s in p.suffixes]
+    comp = suffixes[-1] if suffixes and suffixes[-1] in _COMPRESSION else None
+    rest = suffixes[:-1] if comp else suffixes
+    return (rest[-1] if rest else ""), comp
+
+
+def detect_format(path: str, fmt: str = "auto") -> str:
+    """The input format of ``path``: ``fmt`` unless "auto", else from its extension."""
+    if fmt != "auto":
+        if fmt not in FORMATS:
+            raise ValueError(f"format must be 'auto' or one of {FORMATS}, got {fmt!r}")
+        return fmt
+    ext, _ = _split_ext(path)
+    if ext not in _EXTENSIONS:
+        raise CorpusInputError(
+            f"{path}: cannot tell the format from the extension {ext or '(none)'!r}; "
+            f"known: {', '.join(sorted(_EXTENSIONS))} (optionally .gz/.bz2/.xz); "
+            "pass --format text|jsonl|parquet (JSON Lines in .json files: --format jsonl)"
+        )
+    return _EXTENSIONS[ext]
+
+
+def find_shards(
+    inputs: str | os.PathLike | Sequence[str | os.PathLike],
+    fmt: str = "auto",
+    exclude: str | os.PathLike | None = None,
+):
+    """Sorted input files for ``inputs``: files, directories (searched recursively for files
+    of the format, or any known format when "auto"; ``.json`` files only with format
+    "jsonl", since a directory's ``.json`` is often metadata) and glob patterns (``**``
+    allowed). Nothing under ``exclude`` (the output directory) is taken. Returns (base
+    directory, [absolute paths]). Raises CorpusInputError when nothing matches."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    skip = os.path.abspath(os.fspath(exclude)) + os.sep if exclude is not None else None
+    found: list[str] = []
+    for item in inputs:
+        item = os.fspath(item)
+        if os.path.isdir(item):
+            for root, _dirs, files in os.walk(item):
+                for f in files:
+                    ext, _ = _split_ext(f)
+                    known = _EXTENSIONS.get(ext) or ("jsonl" if ext == ".json" else None)
+                    if known and (fmt == known or (fmt == "auto" and ext != ".json")):
+                        found.append(os.path.join(root, f))
+        elif os.path.lexists(item):
+            found.append(item)
+        else:
+            matches = [m for m in _glob.glob(item, recursive=True) if not os.path.isdir(m)]
+            if not matches:
+                raise CorpusInputError(f"{item}: no such file, directory or matching glob")
+            found.extend(matches)
+    paths = sorted({os.path.abspath(p) for p in found})
+    if skip:
+        paths = [p for p in paths if not p.startswith(skip)]
+    if not paths:
+        raise CorpusInputError(f"no input files of format {fmt!r} found in {list(inputs)}")
+    base = os.path.commonpath([os.path.dirname(p) for p in paths])
+    return base, paths
+
+
+# ---------------------------------------------------------------------------------------------
+# Readers: each yields Batches of ~batch_bytes of text. Documents are str or bytes (gputok
+# validates the UTF-8 of bytes itself); Batch.locate(i) names where document i came from.
+
+
+@dataclasses.dataclass
+class Batch:
+    """Documents (str or bytes) of one tokenizer call; ``locate(i)`` names where document
+    ``i`` came from (for messages, built only when needed)."""
+
+    docs: list
+    locate: Callable[[int], str]
+    skipped_invalid_utf8: int = 0
+
+
+def _open_binary(path: str):
+    _, comp = _split_ext(path)
+    try:
+        return _COMPRESSION[comp](path, "rb") if comp else open(path, "rb")  # noqa: SIM115
+    except OSError as e:
+        raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
+
+
+def _read_all(path: str) -> bytes:
+    with _open_binary(path) as f:
+        try:
+            return f.read()
+        except (OSError, EOFError, lzma.LZMAError) as e:
+            raise CorpusInputError(f"{path}: cannot read: {e}") from e
+
+
+def unescape_separator(sep: str) -> str:
+    r"""CLI separators: ``\n``, ``\r``, ``\t``, ``\0`` and ``\\`` escapes; anything else as is."""
+    table = {"n": "\n", "r": "\r", "t": "\t", "0": "\0", "\\": "\\"}
+    return re.sub(r"\\(.)", lambda m: table.get(m.group(1), m.group(0)), sep)
+
+
+def _at(fmt: str, values: list[int]) -> Callable[[int], str]:
+    return lambda i: fmt.format(values[i])
+
+
+def read_text(path: str, separator: str | None, batch_bytes: int) -> Iterator[Batch]:
+    """A text file: one document, or documents split on ``separator`` (a final empty piece,
+    from a trailing separator, is dropped). Read whole; documents stay bytes."""
+    data = _read_all(path)
+    if separator is None:
+        yield Batch([data], lambda i: f"{path}: document 0")
+        return
+    sep = separator.encode("utf-8")
+    if not sep:
+        raise ValueError("text separator must not be empty")
+    docs, starts, size, pos = [], [], 0, 0
+    pieces = data.split(sep)
+    if pieces and pieces[-1] == b"" and len(pieces) > 1:
+        pieces.pop()
+    for piece in pieces:
+        docs.append(piece)
+        starts.append(pos)
+        pos += len(piece) + len(sep)
+        size += len(piece)
+        if size >= batch_bytes:
+            yield Batch(docs, _at(path + ": byte {}", starts))
+            docs, starts, size = [], [], 0
+    if docs:
+        yield Batch(docs, _at(path + ": byte {}", starts))
+
+
+JSONL_FAST_MAX_BYTES = 1 << 30
+
+
+def read_jsonl(path: str, field: str, errors: str, batch_bytes: int) -> Iterator[Batch]:
+    """JSON Lines: one object per line, the document is string field ``field``. Blank lines
+    are skipped. Invalid UTF-8 in a line follows ``errors`` (strict / replace / skip line).
+
+    Fast path: uncompressed files up to JSONL_FAST_MAX_BYTES are parsed whole by Arrow's
+    multi-threaded JSON reader. Anything it does not take cleanly (a missing or non-string
+    field, duplicate keys, invalid UTF-8, lone surrogate escapes, odd JSON) sends the whole
+    file down the line-by-line Python path, which decides and names the line; so both paths
+    give the same documents or the same error.
+    """
+    fast = _read_jsonl_arrow(path, field, batch_bytes)
+    if fast is not None:
+        yield from fast
+        return
+    yield from _read_jsonl_python(path, field, errors, batch_bytes)
+
+
+def _read_jsonl_arrow(path: str, field: str, batch_bytes: int) -> Iterator[Batch] | None:
+    """Batches from Arrow's JSON reader, or None where the Python path must decide. Every
+    check happens before the first batch is handed on, so a fallback never restarts."""
+    if _split_ext(path)[1] is not None:
+        return None
+    try:
+        if os.path.getsize(path) > JSONL_FAST_MAX_BYTES:
+            return None
+        import pyarrow as pa
+        import pyarrow.json as pj
+    except (OSError, ImportError):
+        return None
+    opts = pj.ParseOptions(
+        explicit_schema=pa.schema([(field, pa.string())]), unexpected_field_behavior="ignore"
+    )
+    try:
+        # 16 MB blocks: a record longer than a block would send the file to the slow path.
+        table = pj.read_json(
+            path, read_options=pj.ReadOptions(block_size=16 << 20), parse_options=opts
+        )
+        col = table.column(field)
+        if col.null_count:
+            return None
+        col.validate(full=True)  # UTF-8 of every value
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+
+    def batches() -> Iterator[Batch]:
+        row = 0
+        for chunk in col.chunks:
+            raw = chunk.cast(pa.large_binary())
+            n = len(raw)
+            rows = max(1, int(batch_bytes // max(1, raw.nbytes // max(n, 1))))
+            for a in range(0, n, rows):
+                docs = raw.slice(a, rows).to_pylist()
+                yield Batch(docs, lambda i, r=row + a: f"{path}: record {r + i}")
+            row += n
+
+    return batches()
+
+
+def _read_jsonl_python(path: str, field: str, errors: str, batch_bytes: int) -> Iterator[Batch]:
+    docs, lines, size, skipped = [], [], 0, 0
+    where = path + ":{}"
+    with _open_binary(path) as f:
+        lineno = 0
+        while True:
+            try:
+                line = f.readline()
+            except (OSError, EOFError, lzma.LZMAError) as e:
+                raise CorpusInputError(f"{path}: cannot read after line {lineno}: {e}") from e
+            if not line:
+                break
+            lineno += 1
+            if not line.strip():
+                continue
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                if errors == "strict":
+                    raise CorpusInputError(
+                        f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line "
+                        f"({line[e.start : e.start + 1]!r}); use --utf8-errors replace|skip"
+                    ) from None
+                if errors == "skip":
+                    skipped += 1
+                    continue
+                text = line.decode("utf-8", "replace")
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise CorpusInputError(f"{path}:{lineno}: invalid JSON: {e}") from None
+            if not isinstance(obj, dict):
+                raise CorpusInputError(
+                    f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}"
+                )
+            if field not in obj:
+                keys = ", ".join(map(repr, list(obj)[:10])) or "none"
+                raise CorpusInputError(f"{path}:{lineno}: no field {field!r} (fields: {keys})")
+            doc = obj[field]
+            if not isinstance(doc, str):
+                raise CorpusInputError(
+                    f"{path}:{lineno}: field {field!r} is {_json_type(doc)}, expected a string"
+                )
+            docs.append(doc)
+            lines.append(lineno)
+            size += len(line)
+            if size >= batch_bytes:
+                yield Batch(docs, _at(where, lines), skipped)
+                docs, lines, size, skipped = [], [], 0, 0
+    if docs or skipped:
+        yield Batch(docs, _at(where, lines), skipped)
+
+
+def _json_type(v) -> str:
+    return {
+        dict: "an object",
+        list: "an array",
+        bool: "a boolean",
+        type(None): "null",
+        int: "a number",
+        float: "a number",
+    }.get(type(v), type(v).__name__)
+
+
+def read_parquet(path: str, column: str, batch_bytes: int) -> Iterator[Batch]:
+    """Parquet: the string (or binary) column ``column``; nulls are an error. Documents are
+    handed on as bytes, so gputok validates their UTF-8 under the run's policy."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as e:  # pragma: no cover - optional dependency
+        raise CorpusInputError(
+            "reading Parquet needs pyarrow: pip install -r requirements/corpus.txt"
+        ) from e
+    try:
+        pf = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as e:
+        raise CorpusInputError(f"{path}: cannot read as Parquet: {e}") from e
+    schema = pf.schema_arrow
+    if column not in schema.names:
+        raise CorpusInputError(
+            f"{path}: no column {column!r} (columns: {', '.join(map(repr, schema.names))})"
+        )
+    typ = schema.field(column).type
+    if not (
+        pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+        or str(typ) in ("string_view", "binary_view")
+    ):
+        raise CorpusInputError(f"{path}: column {column!r} is {typ}, expected a string column")
+    md = pf.metadata
+    rows = max(1, md.num_rows)
+    # Uncompressed bytes per row, from the row-group metadata, sizes batches in text bytes.
+    avg = max(1, sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups)) // rows)
+    batch_rows = int(min(max(batch_bytes // avg, 64), 1 << 20))
+    row = 0
+    try:
+        for rb in pf.iter_batches(batch_size=batch_rows, columns=[column]):
+            arr = rb.column(0)
+            if arr.null_count:
+                first = next(i for i, v in enumerate(arr.is_null().to_pylist()) if v)
+                raise CorpusInputError(
+                    f"{path}: row {row + first}: column {column!r} is null, expected a string"
+                )
+            docs = arr.cast(pa.large_binary()).to_pylist()
+            yield Batch(docs, lambda i, r=row: f"{path}: row {r + i}")
+            row += len(docs)
+    except pa.ArrowException as e:
+        raise CorpusInputError(f"{path}: cannot read as Parquet: {e}") from e
+
+
+def read_shard(
+    path,
+    fmt,
+    *,
+    field="text",
+    text_separator=None,
+    errors="strict",
+    batch_bytes=DEFAULT_BATCH_BYTES,
+) -> Iterator[Batch]:
+    """Batches of documents of one input file (see read_text / read_jsonl / read_parquet)."""
+    fmt = detect_format(path, fmt)
+    if fmt == "text":
+        return read_text(path, text_separator, batch_bytes)
+    if fmt == "jsonl":
+        return read_jsonl(path, field, errors, batch_bytes)
+    return read_parquet(path, field, batch_bytes)
+
+
+def _prefetch(it: Iterator, depth: int = 2) -> Iterator:
+    """Run ``it`` in a thread, ``depth`` items ahead: parsing overlaps tokenization (which
+    releases the GIL). Exceptions re-raise in the consumer."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def put(msg) -> bool:
+        """Hand ``msg`` over unless the consumer has gone (then never block: exit)."""
+        while not stop.is_set():
+            try:
+                q.put(msg, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run():
+        try:
+            for item in it:
+                if not put(("ok", item)):
+                    return
+            put(("ok", done))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            put(("err", e))
+
+    t = threading.Thread(target=run, name="gputok-corpus-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "err":
+                raise item
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic files
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _tmp_name(path: str) -> str:
+    return f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def atomic_write_bytes(path: str, data: bytes, *, fsync: bool = True) -> None:
+    """Write ``path`` via a temporary name, fsync, rename, fsync the directory."""
+    tmp = _tmp_name(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if fsync:
+        _fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def _json_bytes(obj) -> bytes:
+    return (json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def sha256_file(path: str, chunk: int = 8 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+class _HashedFile:
+    """A temporary output file that hashes what it writes (sha256 releases the GIL)."""
+
+    def __init__(self, final: str):
+        self.final = final
+        self.tmp = _tmp_name(final)
+        self.f = open(self.tmp, "wb")  # noqa: SIM115 - closed in commit/abort
+        self.h = hashlib.sha256()
+        self.size = 0
+
+    def write(self, arr: np.ndarray) -> None:
+        mv = memoryview(np.ascontiguousarray(arr)).cast("B")
+        self.h.update(mv)
+        self.f.write(mv)
+        self.size += mv.nbytes
+
+    def finish(self, fsync: bool = True) -> dict:
+        self.f.flush()
+        if fsync:
+            os.fsync(self.f.fileno())
+        self.f.close()
+        return {
+            "file": os.path.basename(self.final),
+            "bytes": self.size,
+            "sha256": self.h.hexdigest(),
+        }
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):
+            self.f.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.tmp)
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker side
+
+_TOKENIZERS: dict = {}
+_TOK_LOCK = threading.Lock()
+
+
+def _worker_device_id(spec: dict) -> int:
+    """The GPU of this worker: 0 under dask-cuda (it sets CUDA_VISIBLE_DEVICES per worker,
+    own GPU first); with a plain LocalCluster of one worker per GPU, the worker's name."""
+    gpus = int(spec.get("gpus") or 0)
+    if spec.get("device") == "cpu" or gpus <= 1 or not spec.get("gpu_by_worker_name"):
+        return 0
+    try:
+        from distributed import get_worker
+
+        return int(get_worker().name) % gpus
+    except (ImportError, ValueError, TypeError):
+        return 0
+
+
+def _tokenizer(device: str, device_id: int):
+    key = (device, device_id)
+    with _TOK_LOCK:
+        tok = _TOKENIZERS.get(key)
+        if tok is None:
+            import gputok
+
+            opts = {"device_id": device_id} if device != "cpu" else {}
+            tok = gputok.gpt2(device=device, **opts)
+            if tok.n_vocab - 1 > MAX_ID:
+                raise CorpusError(f"{tok.name}: {tok.n_vocab} ids do not fit uint16")
+            _TOKENIZERS[key] = tok
+        return tok
+
+
+def warm_worker(device: str = "auto", gpus: int = 0, gpu_by_worker_name: bool = False) -> str:
+    """Build this worker's tokenizer (so timings exclude it); returns its device."""
+    spec = {"device": device, "gpus": gpus, "gpu_by_worker_name": gpu_by_worker_name}
+    return _tokenizer(device, _worker_device_id(spec)).device
+
+
+def _settings(spec: dict) -> dict:
+    import gputok
+
+    return {
+        "tokenizer": "gpt2",
+        "ranks_sha256": gputok.GPT2_RANKS_SHA256,
+        "dtype": "uint16",
+        "eot": bool(spec["eot"]),
+        "eot_token": 50256,
+        "input_format": spec["format"],
+        "field": spec["field"] if spec["format"] != "text" else None,
+        "text_separator": spec["text_separator"] if spec["format"] == "text" else None,
+        "utf8_errors": spec["errors"],
+        "skip_empty": bool(spec["skip_empty"]),
+    }
+
+
+def settings_digest(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+
+
+def verify_entry(out_dir: str, entry: dict, *, hashes: bool = True) -> str | None:
+    """None when the shard's files match ``entry`` (sizes, and sha256 when ``hashes``), else
+    why not."""
+    for part in ("bin", "idx"):
+        rec = entry.get(part) or {}
+        if rec.get("file") != f"{entry.get('name')}.{part}":
+            return f"{part}: the entry names {rec.get('file')!r}"
+        path = os.path.join(out_dir, rec["file"])
+        if not os.path.isfile(path):
+            return f"{rec['file']} missing"
+        if os.path.getsize(path) != rec.get("bytes"):
+            return f"{rec['file']}: size {os.path.getsize(path)} != {rec.get('bytes')}"
+        if hashes and sha256_file(path) != rec.get("sha256"):
+            return f"{rec['file']}: sha256 differs from the manifest"
+    return None
+
+
+def _load_json(path: str):
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def _source_stat(path: str) -> dict:
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
+    return {"source_bytes": st.st_size, "source_mtime_ns": st.st_mtime_ns}
+
+
+def _resumable(spec: dict, entry: dict | None, settings_sha: str) -> bool:
+    if not entry or entry.get("name") != spec["name"]:
+        return False
+    if entry.get("settings_sha256") != settings_sha or entry.get("source") != spec["source"]:
+        return False
+    return all(entry.get(k) == v for k, v in _source_stat(spec["path"]).items())
+
+
+def _maybe_fault(spec: dict, stage: str) -> None:
+    """Test hook (``_fault``): kill this worker process, or raise, once (marker file)."""
+    fault = spec.get("_fault")
+    if not fault or fault.get("shard") != spec["name"] or fault.get("stage", "mid") != stage:
+        return
+    marker = fault["marker"]
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.close(fd)
+    if fault["mode"] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError(f"injected failure in {spec['name']} ({stage})")
+
+
+def _invalid_utf8(docs: list) -> list[tuple[int, int]]:
+    """[(document, byte offset)] of the documents (bytes) that are not valid UTF-8."""
+    out = []
+    for i, d in enumerate(docs):
+        if isinstance(d, bytes):
+            try:
+                d.decode("utf-8")
+            except UnicodeDecodeError as e:
+                out.append((i, e.start))
+    return out
+
+
+def _encode_batch(tok, batch: Batch, spec: dict):
+    """(ids int32, offsets int64, documents tokenized, skipped invalid, skipped empty).
+    UTF-8 is checked by gputok itself; only when it refuses a batch are the documents
+    scanned here, to name the place (strict) or drop the bad ones (skip)."""
+    docs, errors = batch.docs, spec["errors"]
+    index = range(len(docs))  # position in the batch of each document kept
+    skipped_bad, skipped_empty = batch.skipped_invalid_utf8, 0
+    if spec["skip_empty"]:
+        index = [i for i, d in enumerate(docs) if len(d)]
+        skipped_empty = len(docs) - len(index)
+        docs = [docs[i] for i in index]
+    gerrors = "replace" if errors == "replace" else "strict"
+    for _attempt in range(2):
+        try:
+            ids, offsets = tok.encode_batch_flat(
+                docs, num_threads=spec["num_threads"], disallowed_special=(), errors=gerrors
+            )
+            return ids, offsets, docs, skipped_bad, skipped_empty
+        except ValueError:
+            bad = _invalid_utf8(docs)
+            if not bad or errors not in ("strict", "skip"):
+                raise
+            if errors == "strict":
+                i, off = bad[0]
+                raise CorpusInputError(
+                    f"{batch.locate(index[i])}: invalid UTF-8 at byte {off} of the document; "
+                    "use --utf8-errors replace|skip"
+                ) from None
+            drop = {i for i, _ in bad}
+            index = [j for i, j in enumerate(index) if i not in drop]
+            docs = [d for i, d in enumerate(docs) if i not in drop]
+            skipped_bad += len(drop)
+    raise AssertionError("unreachable: the second attempt has only valid UTF-8")
+
+
+def _emit(ids, offsets, eot, base: int, bin_f: _HashedFile, idx_f: _HashedFile, path: str):
+    """Pack one batch as uint16 (+ <|endoftext|> after each document) and write it, with its
+    offsets shifted by ``base``, the shard's tokens so far. Runs on the writer thread."""
+    n = len(offsets) - 1
+    # One pass checks both ends: a negative int32 is a huge uint32.
+    if ids.size:
+        if ids.dtype == np.int32:
+            bad = int(ids.view(np.uint32).max()) > MAX_ID
+        else:
+            bad = int(ids.min()) < 0 or int(ids.max()) > MAX_ID
+        if bad:
+            worst = int(ids.max()) if int(ids.max()) > MAX_ID else int(ids.min())
+            raise CorpusError(f"{path}: token id {worst} does not fit uint16")
+    if eot is None:
+        out = ids.astype("<u2")
+        ends = offsets[1:]
+    else:
+        # Each document gets one more slot, at its end, for <|endoftext|>.
+        ends = offsets[1:] + np.arange(1, n + 1, dtype=np.int64)
+        out = np.empty(ids.size + n, dtype="<u2")
+        mask = np.ones(out.size, dtype=bool)
+        mask[ends - 1] = False
+        out[mask] = ids
+        out[ends - 1] = eot
+    bin_f.write(out)
+    idx_f.write((ends + base).astype("<i8"))
+
+
+def _text_bytes(docs: list) -> int:
+    return sum(
+        len(d) if isinstance(d, bytes) else len(d.encode("utf-8", "surrogatepass")) for d in docs
+    )
+
+
+def tokenize_shard(spec: dict) -> dict:
+    """Tokenize one input file into ``spec['out_dir']/spec['name'].{bin,idx,json}`` (the Dask
+    task). Returns ``{"entry": manifest entry, "status": "written"|"verified", ...}``. Skips the
+    work when an existing entry still matches the settings, the source's size and mtime, and
+    the files' sha256."""
+    t0 = time.perf_counter()
+    out_dir, name = spec["out_dir"], spec["name"]
+    settings = _settings(spec)
+    settings_sha = settings_digest(settings)
+    entry_path = os.path.join(out_dir, f"{name}.json")
+    # Temporary files of this shard are from a killed earlier attempt: never complete.
+    for stale in _glob.glob(os.path.join(_glob.escape(out_dir), f"{name}.*.tmp-*")):
+        with contextlib.suppress(OSError):
+            os.unlink(stale)
+    for old in (_load_json(entry_path), spec.get("manifest_entry")):
+        if _resumable(spec, old, settings_sha) and verify_entry(out_dir, old) is None:
+            if not os.path.exists(entry_path):  # kept only in manifest.json: restore it
+                atomic_write_bytes(entry_path, _json_bytes(old), fsync=spec.get("fsync", True))
+            return {"entry": old, "status": "verified", "seconds": time.perf_counter() - t0}
+
+    # Redo: first make sure nothing of the old shard can pass for complete.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(entry_path)
+
+    device_id = _worker_device_id(spec)
+    tok = _tokenizer(spec["device"], device_id)
+    source = _source_stat(spec["path"])
+    eot = 50256 if spec["eot"] else None
+    bin_f = _HashedFile(os.path.join(out_dir, f"{name}.bin"))
+    idx_f = _HashedFile(os.path.join(out_dir, f"{name}.idx"))
+    docs_n = tokens_n = text_bytes = skipped_bad = skipped_empty = 0
+    try:
+        idx_f.write(np.zeros(1, dtype="<i8"))
+        batches = read_shard(
+            spec["path"],
+            spec["format"],
+            field=spec["field"],
+            text_separator=spec["text_separator"],
+            errors=spec["errors"],
+            batch_bytes=spec["batch_bytes"],
+        )
+        # Three stages overlap: the reader thread parses batch k+1, this thread tokenizes
+        # batch k (gputok releases the GIL), the writer thread packs and writes batch k-1.
+        reader = _prefetch(batches)
+        with (
+            contextlib.closing(reader),  # on errors too: stops the reader thread now
+            ThreadPoolExecutor(1, thread_name_prefix="gputok-corpus-writer") as writer,
+        ):
+            pending: collections.deque = collections.deque()
+            for k, batch in enumerate(reader):
+                ids, offsets, docs, bad, empty = _encode_batch(tok, batch, spec)
+                skipped_bad, skipped_empty = skipped_bad + bad, skipped_empty + empty
+                n = len(offsets) - 1
+                pending.append(
+                    writer.submit(_emit, ids, offsets, eot, tokens_n, bin_f, idx_f, spec["path"])
+                )
+                tokens_n += int(ids.size) + (n if eot is not None else 0)
+                docs_n += n
+                text_bytes += _text_bytes(docs)
+                while len(pending) > 1:
+                    pending.popleft().result()
+                if k == 0 and spec.get("_fault"):
+                    pending.popleft().result()
+                    bin_f.f.flush()  # so the injected kill leaves a real partial temp file
+                    idx_f.f.flush()
+                    _maybe_fault(spec, "mid")
+            while pending:
+                pending.popleft().result()
+        durable = spec.get("fsync", True)
+        bin_rec, idx_rec = bin_f.finish(durable), idx_f.finish(durable)
+        os.replace(bin_f.tmp, bin_f.final)
+        os.replace(idx_f.tmp, idx_f.final)
+        if durable:
+            _fsync_dir(out_dir)
+    except BaseException:
+        bin_f.abort()
+        idx_f.abort()
+        raise
+    entry = {
+        "name": name,
+        "source": spec["source"],
+        **source,
+        "settings_sha256": settings_sha,
+        "documents": docs_n,
+        "tokens": tokens_n,
+        "text_bytes": text_bytes,
+        "skipped_invalid_utf8": skipped_bad,
+        "skipped_empty": skipped_empty,
+        "bin": bin_rec,
+        "idx": idx_rec,
+    }
+    _maybe_fault(spec, "before_entry")
+    atomic_write_bytes(entry_path, _json_bytes(entry), fsync=spec.get("fsync", True))
+    return {
+        "entry": entry,
+        "status": "written",
+        "seconds": time.perf_counter() - t0,
+        "device": tok.device,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver side
+
+
+@dataclasses.dataclass
+class CorpusRun:
+    """What ``tokenize_corpus`` did. ``manifest`` is what manifest.json holds."""
+
+    out_dir: str
+    manifest: dict
+    written: list[str]
+    verified: list[str]
+    seconds: float
+    devices: list[str]
+
+    @property
+    def text_bytes(self) -> int:
+        return int(self.manifest["totals"]["text_bytes"] or 0)
+
+
+def _gpu_count() -> int:
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        return len([v for v in vis.split(",") if v.strip() and v.strip() != "-1"])
+    try:
+        import subprocess
+
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+        return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    except (OSError, subprocess.SubprocessError):
+        return 0
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        return os.cpu_count() or 1
+
+
+def _check_out_dir(out_dir: str, names: set[str], settings: dict, overwrite: bool) -> dict:
+    """Entries of an existing manifest to resume from; refuses to mix runs."""
+    os.makedirs(out_dir, exist_ok=True)
+    man = _load_json(os.path.join(out_dir, MANIFEST))
+    ours = [f for f in os.listdir(out_dir) if _SHARD_RE.match(f)]
+    if overwrite:
+        for f in ours + [MANIFEST]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(out_dir, f))
+        return {}
+    if man is not None and man.get("settings") != settings:
+        old = man.get("settings") or {}
+        diff = ", ".join(
+            f"{k}: {old.get(k)!r} there, {settings.get(k)!r} now"
+            for k in sorted(set(old) | set(settings))
+            if old.get(k) != settings.get(k)
+        )
+        raise CorpusError(
+            f"{out_dir} holds a corpus made with other settings ({diff}); "
+            "use another output directory or --overwrite"
+        )
+    extra = sorted({f.rsplit(".", 1)[0] for f in ours} - names)
+    if extra:
+        raise CorpusError(
+            f"{out_dir} holds shards that are not part of this run ({', '.join(extra[:5])}"
+            f"{', ...' if len(extra) > 5 else ''}); use another output directory or --overwrite"
+        )
+    return {e["name"]: e for e in (man or {}).get("shards", []) if isinstance(e, dict)}
+
+
+def _dashboard_kwargs(dashboard: bool) -> dict:
+    """LocalCluster options: the dashboard on a free port, or none. The scheduler's HTTP
+    server starts even without the dashboard and would take port 8787 (or warn), so it gets
+    a free port too."""
+    if dashboard:
+        return {"dashboard_address": ":0"}
+    return {"dashboard_address": ":0", "scheduler_kwargs": {"dashboard": False}}
+
+
+def local_cluster(
+    n_workers: int | None = None,
+    *,
+    device: str = "auto",
+    processes: bool = True,
+    dashboard: bool = True,
+    log: Callable[[str], None] = print,
+):
+    """(client, cluster): the local cluster ``tokenize_corpus`` starts when given no client.
+    With a usable GPU: one worker per GPU (dask-cuda's LocalCUDACluster where installed, else
+    plain workers that pick their GPU by worker name); else min(cores, 8) CPU workers. Pass
+    the client to ``tokenize_corpus(client=...)``; close both when done."""
+    client, cluster, _, _ = _make_client(None, n_workers, processes, device, dashboard, log)
+    return client, cluster
+
+
+def _make_client(scheduler, n_workers, processes, device, dashboard, log):
+    """(client, cluster or None, GPUs per host, choose the GPU by worker name). The GPU facts
+    also ride on the client (``_gputok_gpu_info``) for runs that are handed the client."""
+    client, cluster, gpus, by_name = _start_client(
+        scheduler, n_workers, processes, device, dashboard, log
+    )
+    client._gputok_gpu_info = (gpus, by_name)
+    return client, cluster, gpus, by_name
+
+
+def _start_client(scheduler, n_workers, processes, device, dashboard, log):
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        client = Client(scheduler)
+        return client, None, 0, False
+    gpus = 0
+    if device != "cpu":
+        import gputok
+
+        if gputok.cuda_available()[0]:
+            gpus = max(1, _gpu_count())
+        elif device == "cuda":
+            raise gputok.CudaUnavailableError(f"device='cuda': {gputok.cuda_available()[1]}")
+    if gpus:
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError:
+            LocalCUDACluster = None
+        n = n_workers or gpus
+        if LocalCUDACluster is not None:
+            cluster = LocalCUDACluster(
+                n_workers=n, threads_per_worker=1, **_dashboard_kwargs(dashboard)
+            )
+            return Client(cluster), cluster, gpus, False
+        log(f"dask-cuda is not installed: {n} plain workers, GPU chosen by worker name")
+        cluster = LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=processes, **_dashboard_kwargs(dashboard)
+        )
+        return Client(cluster), cluster, gpus, True
+    n = n_workers or max(1, min(_cpu_count(), 8))
+    cluster = LocalCluster(
+        n_workers=n, threads_per_worker=1, processes=processes, **_dashboard_kwargs(dashboard)
+    )
+    return Client(cluster), cluster, 0, False
+
+
+def plan_shards(inputs, fmt: str = "auto", exclude=None) -> tuple[str, list[str], str, list[str]]:
+    """(base directory, sorted input paths, their one format, output shard names)."""
+    base, paths = find_shards(inputs, fmt, exclude)
+    formats = {detect_format(p, fmt) for p in paths}
+    if len(formats) > 1:
+        raise CorpusInputError(
+            f"inputs mix formats {sorted(formats)}; pass one format per run (--format)"
+        )
+    width = max(5, len(str(len(paths) - 1)))
+    return base, paths, formats.pop(), [f"shard_{i:0{width}d}" for i in range(len(paths))]
+
+
+def shard_spec(
+    common: dict,
+    path: str,
+    base: str,
+    name: str,
+    out_dir: str,
+    *,
+    device: str = "auto",
+    num_threads: int = 0,
+    gpus: int = 0,
+    gpu_by_worker_name: bool = False,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    fsync: bool = True,
+    manifest_entry: dict | None = None,
+    _fault: dict | None = None,
+) -> dict:
+    """The task description ``tokenize_shard`` takes (plain data, pickled to workers).
+    ``common``: format, field, text_separator, eot, errors, skip_empty."""
+    return {
+        **common,
+        "path": path,
+        "source": os.path.relpath(path, base),
+        "name": name,
+        "out_dir": out_dir,
+        "device": device,
+        "num_threads": int(num_threads),
+        "gpus": gpus,
+        "gpu_by_worker_name": gpu_by_worker_name,
+        "batch_bytes": int(batch_bytes),
+        "fsync": bool(fsync),
+        "manifest_entry": manifest_entry,
+        "_fault": _fault,
+    }
+
+
+def tokenize_corpus(
+    inputs,
+    out_dir,
+    *,
+    format: str = "auto",  # noqa: A002 - mirrors the CLI option
+    field: str = "text",
+    text_separator: str | None = None,
+    eot: bool = True,
+    errors: str = "strict",
+    skip_empty: bool = False,
+    device: str = "auto",
+    num_threads: int | None = None,
+    client=None,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    processes: bool = True,
+    dashboard: bool = True,
+    progress: bool = True,
+    overwrite: bool = False,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    fsync: bool = True,
+    log: Callable[[str], None] | None = None,
+    _fault: dict | None = None,
+) -> CorpusRun:
+    """Tokenize every input shard on a Dask cluster; see the module doc and docs/corpus.md.
+
+    inputs: file(s), directories and/or glob patterns. format: "auto" (by extension), "text",
+    "jsonl" or "parquet". field: the JSONL field / Parquet column. text_separator: split text
+    files into documents on it (None: a file is one document). eot: append <|endoftext|>
+    after every document. errors: invalid UTF-8 policy, "strict" (fail naming the place),
+    "replace" (U+FFFD) or "skip" (drop the document). device: "auto" | "cpu" | "cuda".
+    num_threads: gputok threads per worker (None: cores / workers on a local CPU cluster, else
+    all). client / scheduler: an existing distributed.Client, or a scheduler address; neither
+    starts a LocalCluster (LocalCUDACluster, one worker per GPU, where dask-cuda is installed
+    and a GPU is usable). Raises CorpusError when a shard fails (after the others finished;
+    a rerun resumes), CorpusInputError for inputs that cannot be found. fsync=False skips the
+    fsyncs (files are still renamed into place only when complete, and a resume re-hashes
+    everything, so a crash costs rework, not wrong data).
+    """
+    log = log or (lambda msg: print(msg, flush=True))
+    if errors not in ERROR_POLICIES:
+        raise ValueError(f"errors must be one of {ERROR_POLICIES}, got {errors!r}")
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    t_start = time.perf_counter()
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    base, paths, fmt, names = plan_shards(inputs, format, exclude=out_dir)
+    common = {
+        "format": fmt,
+        "field": field,
+        "text_separator": text_separator,
+        "eot": eot,
+        "errors": errors,
+        "skip_empty": skip_empty,
+    }
+    settings = _settings(common)
+    previous = _check_out_dir(out_dir, set(names), settings, overwrite)
+
+    import distributed
+
+    own = client is None
+    cluster = None
+    gpus, by_name = getattr(client, "_gputok_gpu_info", (0, False))
+    if own:
+        client, cluster, gpus, by_name = _make_client(
+            scheduler, n_workers, processes, device, dashboard, log
+        )
+    try:
+        workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
+        if num_threads is None:
+            num_threads = max(1, _cpu_count() // workers) if cluster is not None else 0
+        if dashboard and client.dashboard_link:
+            log(f"dask dashboard: {client.dashboard_link}")
+        specs = [
+            shard_spec(
+                common,
+                p,
+                base,
+                n,
+                out_dir,
+                device=device,
+                num_threads=num_threads,
+                gpus=gpus,
+                gpu_by_worker_name=by_name,
+                batch_bytes=batch_bytes,
+                fsync=fsync,
+                manifest_entry=previous.get(n),
+                _fault=_fault,
+            )
+            for p, n in zip(paths, names, strict=True)
+        ]
+        log(
+            f"tokenizing {len(specs)} {fmt} shard(s) from {base} -> {out_dir} "
+            f"on {workers} worker(s)"
+        )
+        token = secrets.token_hex(4)
+        futures = client.map(
+            tokenize_shard, specs, key=[f"tokenize_shard-{n}-{token}" for n in names], pure=False
+        )
+        if progress:
+            # A bar redrawn every 100 ms suits a terminal; a log file gets one a second. (The
+            # interval also delays noticing the end, so it cannot be long.)
+            interval = "100ms" if sys.stdout.isatty() else "1s"
+            distributed.progress(futures, multi=False, notebook=False, interval=interval)
+            print(flush=True)
+        distributed.wait(futures)
+        results, failures = {}, []
+        for n, fut in zip(names, futures, strict=True):
+            if fut.status == "finished":
+                results[n] = fut.result()
+            else:
+                exc = fut.exception()
+                failures.append(
+                    f"{n} ({specs[names.index(n)]['source']}): {type(exc).__name__}: {exc}"
+                )
+    finally:
+        if own:
+            _close_quietly(client, cluster)
+
+    entries = [results[n]["entry"] for n in names if n in results]
+    manifest = build_manifest(settings, base, fmt, entries, complete=not failures)
+    atomic_write_bytes(os.path.join(out_dir, MANIFEST), _json_bytes(manifest))
+    run = CorpusRun(
+        out_dir=out_dir,
+        manifest=manifest,
+        written=[n for n in names if results.get(n, {}).get("status") == "written"],
+        verified=[n for n in names if results.get(n, {}).get("status") == "verified"],
+        seconds=time.perf_counter() - t_start,
+        devices=sorted({r["device"] for r in results.values() if r.get("device")}),
+    )
+    if failures:
+        raise CorpusError(
+            f"{len(failures)} of {len(names)} shard(s) failed (the others are written; a "
+            "rerun resumes):\n  "
+            + "\n  ".join(failures[:20])
+            + (f"\n  ... and {len(failures) - 20} more" if len(failures) > 20 else "")
+        )
+    return run
+
+
+def _close_quietly(client, cluster) -> None:
+    """Close our client and local cluster. The scheduler logs the progress bar's feed being
+    cancelled at shutdown as an ERROR with a traceback; that is noise, so it is muted here."""
+    import logging
+
+    logger = logging.getLogger("distributed.scheduler")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    finally:
+        logger.setLevel(level)
+
+
+def build_manifest(
+    settings: dict, base: str, fmt: str, entries: list[dict], *, complete: bool
+) -> dict:
+    """manifest.json: deterministic (no times or hosts), so reruns can be compared."""
+
+    def total(key):
+        vals = [e.get(key) for e in entries]
+        return None if any(v is None for v in vals) else sum(vals)
+
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "layout": {
+            "bin": "raw little-endian uint16 token ids, no header",
+            "idx": "raw little-endian int64 offsets into .bin, documents + 1, from 0",
+        },
+        "settings": settings,
+        "settings_sha256": settings_digest(settings),
+        "input_root": base,
+        "complete": complete,
+        "totals": {
+            "shards": len(entries),
+            "documents": total("documents"),
+            "tokens": total("tokens"),
+            "text_bytes": total("text_bytes"),
+            "skipped_invalid_utf8": total("skipped_invalid_utf8"),
+            "skipped_empty": total("skipped_empty"),
+        },
+        "shards": entries,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the output
+
+
+def load_shard(out_dir, name: str) -> tuple[np.memmap, np.memmap]:
+    """(tokens uint16, offsets int64) of one shard, memory-mapped."""
+    out_dir = os.fspath(out_dir)
+    tokens = np.memmap(os.path.join(out_dir, f"{name}.bin"), dtype="<u2", mode="r")
+    offsets = np.memmap(os.path.join(out_dir, f"{name}.idx"), dtype="<i8", mode="r")
+    return tokens, offsets
+
+
+def verify_corpus(out_dir, *, hashes: bool = True) -> list[str]:
+    """Problems found checking every manifest entry against its files ([] = all good)."""
+    out_dir = os.fspath(out_dir)
+    man = _load_json(os.path.join(out_dir, MANIFEST))
+    if man is None:
+        return [f"{out_dir}: no readable {MANIFEST}"]
+    problems = []
+    if not man.get("complete"):
+        problems.append("manifest says the run is not complete")
+    for e in man.get("shards", []):
+        why = verify_entry(out_dir, e, hashes=hashes)
+        if why:
+            problems.append(f"{e.get('name')}: {why}")
+            continue
+        tokens, offsets = load_shard(out_dir, e["name"])
+        if (
+            len(offsets) != e["documents"] + 1
+            or int(offsets[0]) != 0
+            or int(offsets[-1]) != len(tokens)
+            or len(tokens) != e["tokens"]
+        ):
+            problems.append(f"{e['name']}: index does not match the token file")
+    return problems

@@ -1,0 +1,529 @@
+#!/usr/bin/env python3
+"""Corpus tokenization throughput: `gputok corpus` on N Dask workers vs gigatoken, same run.
+
+Not a test. End to end, in GB/s of UTF-8 text: read the input shards, tokenize, build uint16
+ids with <|endoftext|> after every document, write .bin/.idx, sha256, fsync, rename, write the
+manifest. Both contenders run exactly that pipeline (gputok.corpus.tokenize_shard):
+
+* **gputok**: ``tokenize_corpus`` on a local Dask cluster of W workers for each W in
+  ``--workers`` (one per GPU via dask-cuda's LocalCUDACluster where installed and a GPU is
+  usable, else CPU worker processes with cores / W gputok threads each). Cluster start-up and
+  each worker's tokenizer load are excluded (a warm-up builds the tokenizers first,
+  and one untimed run precedes the timed ones, for every contender).
+* **gigatoken** on all cores: the same shards one after another in this process, with
+  gigatoken ``encode_batch`` (its rayon pool spans every core) in place of gputok.
+
+Exactness: every gputok run's shard hashes must equal gigatoken's (the bytes are identical),
+else the run is reported as a mismatch. Inputs are written once and read from the page cache.
+
+Input: the pinned diverse corpus (bench/corpus.py; ``bench`` ~85 MB, ``ci`` ~4 MB with
+``--quick``), repeated ``--scale`` times to reach a size where per-task overhead is small
+(repeats flatter pretoken caches, gigatoken's above all; the table says so), cut into
+``--shards`` files of ``--format`` (Parquet by default; JSONL is parsed in Python).
+
+Results: JSON in ``bench/results/`` and, unless ``--quick`` (or with ``--docs``), a dated
+subsection under "## Corpus tokenization" in ``docs/benchmarks.md`` (other sections untouched).
+
+    .venv/bin/python bench/bench_corpus.py --quick              # CPU smoke run, ~1 min
+    .venv/bin/python bench/bench_corpus.py --workers 1,2        # 2-GPU machine: 1 and 2 GPUs
+    .venv/bin/python bench/bench_corpus.py --workers 1,2 --scale 16 --format jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+for p in (REPO / "bench", REPO / "tests"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+RESULTS = REPO / "bench" / "results"
+DOCS = REPO / "docs" / "benchmarks.md"
+SECTION = "## Corpus tokenization"
+TEXT_SEP = "\x1e\n"  # text-format document separator (record separator + newline)
+
+
+def log(msg: str) -> None:
+    print(f"[bench_corpus {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def ncores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def machine() -> dict:
+    cpu = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpus = []
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        gpus = [g.strip() for g in out.stdout.splitlines() if g.strip()]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    vers = {}
+    from importlib.metadata import PackageNotFoundError, version
+
+    for mod in ("gputok", "gigatoken", "dask", "distributed", "dask-cuda", "pyarrow", "numpy"):
+        try:
+            vers[mod] = version(mod)
+        except PackageNotFoundError:
+            vers[mod] = None
+    return {
+        "host": platform.node(),
+        "cpu": cpu,
+        "cores": ncores(),
+        "gpus": gpus,
+        "python": platform.python_version(),
+        "versions": vers,
+    }
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def write_inputs(work: Path, fmt: str, docs: list[str], shards: int) -> tuple[Path, int, int]:
+    """Input shards (contiguous runs of documents) -> (dir, text bytes, documents)."""
+    d = work / f"in-{fmt}"
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    if fmt == "text":
+        docs = [x for x in docs if TEXT_SEP not in x]
+    n = len(docs)
+    bounds = [round(k * n / shards) for k in range(shards + 1)]
+    for k in range(shards):
+        part = docs[bounds[k] : bounds[k + 1]]
+        if fmt == "parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            pq.write_table(
+                pa.table({"text": part}), d / f"part{k:04d}.parquet", row_group_size=2048
+            )
+        elif fmt == "jsonl":
+            with open(d / f"part{k:04d}.jsonl", "w", encoding="utf-8") as f:
+                for x in part:
+                    f.write(json.dumps({"text": x}, ensure_ascii=False) + "\n")
+        else:
+            (d / f"part{k:04d}.txt").write_bytes("".join(x + TEXT_SEP for x in part).encode())
+    return d, sum(len(x.encode("utf-8")) for x in docs), n
+
+
+# ------------------------------------------------------------------ contenders
+
+
+class GigatokenAdapter:
+    """gigatoken behind the one method tokenize_shard uses, returning gputok's flat layout."""
+
+    device = "gigatoken"
+    name = "gigatoken"
+    n_vocab = 50257
+
+    def __init__(self):
+        from references import gigatoken_gpt2
+
+        self.tok = gigatoken_gpt2()
+
+    def encode_batch_flat(self, docs, num_threads=0, disallowed_special=(), errors="strict"):
+        import awkward as ak
+        import numpy as np
+
+        out = self.tok.encode_batch(docs, parallel=True)
+        lay = ak.to_layout(out)
+        offs = np.asarray(lay.offsets, dtype=np.int64)
+        ids = np.asarray(lay.content.data)[offs[0] : offs[-1]]
+        return ids.astype(np.int32, copy=False), offs - offs[0]
+
+
+class NullAdapter:
+    """No tokenizer: one id per 4 bytes, all zero. Times the pipeline alone (read, pack,
+    hash, write), the ceiling any tokenizer can reach through it."""
+
+    device = "null"
+    name = "null"
+    n_vocab = 50257
+
+    def encode_batch_flat(self, docs, num_threads=0, disallowed_special=(), errors="strict"):
+        import numpy as np
+
+        lens = np.fromiter((len(d) // 4 for d in docs), dtype=np.int64, count=len(docs))
+        offs = np.zeros(len(docs) + 1, dtype=np.int64)
+        np.cumsum(lens, out=offs[1:])
+        return np.zeros(int(offs[-1]), dtype=np.int32), offs
+
+
+def run_in_process(
+    adapter, inputs: Path, out: Path, fmt: str, sep, repeat: int, fsync: bool = True
+) -> dict:
+    """The shards one after another in this process through tokenize_shard, with ``adapter``
+    in place of gputok; one untimed warm-up pass, then ``repeat`` timed ones."""
+    from gputok import corpus as C
+
+    C._TOKENIZERS[(adapter.device, 0)] = adapter
+    base, paths, fmt, names = C.plan_shards(inputs, fmt)
+    common = {
+        "format": fmt,
+        "field": "text",
+        "text_separator": sep,
+        "eot": True,
+        "errors": "strict",
+        "skip_empty": False,
+    }
+    times, entries = [], []
+    for _ in range(repeat + 1):
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        t0 = time.perf_counter()
+        entries = [
+            C.tokenize_shard(
+                C.shard_spec(common, p, base, n, str(out), device=adapter.device, fsync=fsync)
+            )["entry"]
+            for p, n in zip(paths, names, strict=True)
+        ]
+        man = C.build_manifest(C._settings(common), base, fmt, entries, complete=True)
+        C.atomic_write_bytes(str(out / C.MANIFEST), C._json_bytes(man))
+        times.append(time.perf_counter() - t0)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"seconds": times[1:], "warmup_s": times[0], "entries": entries}
+
+
+def run_gputok(
+    inputs: Path,
+    out: Path,
+    fmt: str,
+    sep,
+    workers: int,
+    device: str,
+    repeat: int,
+    processes: bool,
+    fsync: bool = True,
+) -> dict:
+    from gputok import corpus as C
+
+    client, cluster = C.local_cluster(
+        workers, device=device, processes=processes, dashboard=False, log=log
+    )
+    try:
+        gpus, by_name = client._gputok_gpu_info
+        devs = client.run(C.warm_worker, device, gpus, by_name)
+        devices = sorted(set(devs.values()))
+        threads = max(1, ncores() // workers)
+        times, run = [], None
+        for _ in range(repeat + 1):  # the first run warms up (imports, caches) untimed
+            run = C.tokenize_corpus(
+                inputs,
+                out,
+                format=fmt,
+                text_separator=sep,
+                client=client,
+                device=device,
+                num_threads=threads,
+                progress=False,
+                dashboard=False,
+                overwrite=True,
+                fsync=fsync,
+                log=lambda m: None,
+            )
+            times.append(run.seconds)
+        return {
+            "seconds": times[1:],
+            "warmup_s": times[0],
+            "entries": run.manifest["shards"],
+            "devices": devices,
+            "threads": threads,
+            "workers": len(devs),
+        }
+    finally:
+        C._close_quietly(client, cluster)
+
+
+# ------------------------------------------------------------------ report
+
+
+def markdown(rep: dict) -> tuple[str, str]:
+    m, inp = rep["machine"], rep["input"]
+    gpu = f", GPUs: {', '.join(m['gpus'])}" if m["gpus"] else ", no GPU"
+    heading = f"### {rep['date']}, {m['host']} ({m['cores']} cores{gpu})"
+    vers = ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v)
+    lines = [
+        heading,
+        "",
+        f"- Machine: `{m['host']}`, {m['cores']} cores, {m['cpu']}{gpu}; Python "
+        f"{m['python']}; {vers}",
+        f"- Command: `{rep['command']}`",
+        f"- Input: corpus profile `{inp['profile']}` × {inp['scale']} ({inp['documents']} "
+        f"documents, {inp['bytes'] / 1e6:.1f} MB of UTF-8 text, {inp['tokens'] / 1e6:.2f} M "
+        f"tokens with <|endoftext|>) in {inp['shards']} {inp['format']} shards, read from the "
+        "page cache"
+        + (
+            "; repeated text flatters pretoken caches (gigatoken's most)"
+            if inp["scale"] > 1
+            else ""
+        ),
+        "- Timed: read, tokenize, uint16 + <|endoftext|>, write .bin/.idx with sha256, "
+        + ("no fsync (--no-fsync), " if rep["no_fsync"] else "fsync, ")
+        + "rename, manifest; cluster start-up, tokenizer loading and a warm-up run excluded. "
+        "Median of "
+        f"{rep['repeat']} run(s). gigatoken: the same pipeline in one process, its rayon pool on "
+        "all cores. Every gputok run's shards are byte-identical to gigatoken's (sha256).",
+        f"- 1-min load average at the start: {rep['loadavg_start'][0]:.1f} (other work on the "
+        "machine skews figures)",
+        "",
+        "| contender | workers | device | threads/worker | seconds | GB/s of text | "
+        "M tokens/s | vs gigatoken | vs 1 worker |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    g = rep["gigatoken"]
+    lines.append(
+        f"| gigatoken `encode_batch` | 1 process | cpu | {m['cores']} | {g['median_s']:.3f} | "
+        f"{g['GBps']:.3f} | {g['Mtokps']:.1f} | 1.00× | – |"
+    )
+    if "null" in rep:
+        nl = rep["null"]
+        lines.append(
+            f"| pipeline alone (no tokenizer) | 1 process | – | – | {nl['median_s']:.3f} | "
+            f"{nl['GBps']:.3f} | – | {nl['GBps'] / g['GBps']:.2f}× | – |"
+        )
+    one = next((r["GBps"] for r in rep["gputok"] if r["workers"] == 1), None)
+    for r in rep["gputok"]:
+        ok = "" if r["exact"] else " **MISMATCH**"
+        vs1 = f"{r['GBps'] / one:.2f}×" if one else "–"
+        lines.append(
+            f"| **gputok corpus**{ok} | {r['workers']} | {'/'.join(r['devices'])} | "
+            f"{r['threads']} | {r['median_s']:.3f} | {r['GBps']:.3f} | {r['Mtokps']:.1f} | "
+            f"{r['GBps'] / g['GBps']:.2f}× | {vs1} |"
+        )
+    return heading, "\n".join(lines) + "\n"
+
+
+def write_docs(path: Path, heading: str, body: str) -> None:
+    """Put ``body`` under SECTION, replacing a subsection with the same heading; the rest of
+    the file (other engineers' sections) is kept as it is."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    lines = text.rstrip("\n").split("\n")
+    try:
+        start = lines.index(SECTION)
+    except ValueError:
+        lines += [
+            "",
+            SECTION,
+            "",
+            "`bench/bench_corpus.py`: end-to-end `gputok corpus` "
+            "throughput vs gigatoken on all cores (docs/corpus.md).",
+            "",
+        ]
+        start = lines.index(SECTION)
+    end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines))
+    section = lines[start:end]
+    new = body.rstrip("\n").split("\n")
+    if heading in section:
+        i = section.index(heading)
+        j = next(
+            (k for k in range(i + 1, len(section)) if section[k].startswith("### ")), len(section)
+        )
+        section[i:j] = [*new, ""]
+    else:
+        while section and section[-1] == "":
+            section.pop()
+        section += ["", *new, ""]
+    lines[start:end] = section
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text("\n".join(lines).rstrip("\n") + "\n")
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------ main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="ci corpus, 4 shards, 1 and 2 workers, no docs (a smoke run)",
+    )
+    ap.add_argument("--profile", choices=("ci", "bench"), default=None)
+    ap.add_argument("--scale", type=int, default=None, help="repeat the corpus (default 8; 1)")
+    ap.add_argument("--shards", type=int, default=None, help="input shards (default 32; 4)")
+    ap.add_argument(
+        "--format",
+        choices=("parquet", "jsonl", "text"),
+        default=None,
+        help="input format (default: parquet, or text where pyarrow is not installed)",
+    )
+    ap.add_argument("--workers", default="1,2", help="worker counts to run, e.g. 1,2")
+    ap.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    ap.add_argument("--repeat", type=int, default=None, help="timed runs each (default 3; 1)")
+    ap.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="every contender skips fsync (measures without the disk's flush)",
+    )
+    ap.add_argument(
+        "--null",
+        action="store_true",
+        help="also time the pipeline with no tokenizer (its ceiling), in-process",
+    )
+    ap.add_argument(
+        "--threads-in-process",
+        action="store_true",
+        help="workers as threads of this process (default: processes)",
+    )
+    ap.add_argument("--work-dir", default=str(REPO / ".cache" / "bench-corpus"))
+    ap.add_argument(
+        "--docs",
+        dest="docs",
+        action="store_true",
+        default=None,
+        help="write docs/benchmarks.md (default unless --quick)",
+    )
+    ap.add_argument("--no-docs", dest="docs", action="store_false")
+    ap.add_argument("--docs-path", default=str(DOCS))
+    args = ap.parse_args()
+    quick = args.quick
+    profile = args.profile or ("ci" if quick else "bench")
+    scale = args.scale or (1 if quick else 8)
+    shards = args.shards or (4 if quick else 32)
+    repeat = args.repeat or (1 if quick else 3)
+    docs_on = (not quick) if args.docs is None else args.docs
+    counts = [int(x) for x in args.workers.split(",") if x.strip()]
+    os.environ.setdefault("RAYON_NUM_THREADS", str(ncores()))  # gigatoken: all cores
+
+    from corpus_fixture import load_corpus
+
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    rep = {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": shlex.join([".venv/bin/python", "bench/bench_corpus.py", *sys.argv[1:]]),
+        "machine": machine(),
+        "loadavg_start": list(os.getloadavg()),
+        "repeat": repeat,
+        "no_fsync": args.no_fsync,
+    }
+    docs = load_corpus(profile) * scale
+    if args.format is None:
+        try:
+            import pyarrow.parquet  # noqa: F401
+
+            args.format = "parquet"
+        except ImportError:
+            args.format = "text"
+            log("pyarrow is not installed: text input shards (documents split on \\x1e\\n)")
+    sep = TEXT_SEP if args.format == "text" else None
+    inputs, nbytes, ndocs = write_inputs(work, args.format, docs, shards)
+    del docs
+    log(f"input: {ndocs} documents, {nbytes / 1e6:.1f} MB in {shards} {args.format} shards")
+
+    if args.null:
+        nul = run_in_process(
+            NullAdapter(), inputs, work / "out-null", args.format, sep, repeat, not args.no_fsync
+        )
+        ns = statistics.median(nul["seconds"])
+        rep["null"] = {"seconds": nul["seconds"], "median_s": ns, "GBps": nbytes / ns / 1e9}
+        log(f"pipeline alone (null tokenizer): {ns:.3f} s, {nbytes / ns / 1e9:.3f} GB/s")
+    g = run_in_process(
+        GigatokenAdapter(),
+        inputs,
+        work / "out-gigatoken",
+        args.format,
+        sep,
+        repeat,
+        not args.no_fsync,
+    )
+    tokens = sum(e["tokens"] for e in g["entries"])
+    ref_hashes = [e["bin"]["sha256"] for e in g["entries"]]
+    gs = statistics.median(g["seconds"])
+    rep["input"] = {
+        "profile": profile,
+        "scale": scale,
+        "shards": shards,
+        "format": args.format,
+        "bytes": nbytes,
+        "documents": ndocs,
+        "tokens": tokens,
+    }
+    rep["gigatoken"] = {
+        "seconds": g["seconds"],
+        "median_s": gs,
+        "GBps": nbytes / gs / 1e9,
+        "Mtokps": tokens / gs / 1e6,
+    }
+    log(f"gigatoken: {gs:.3f} s, {nbytes / gs / 1e9:.3f} GB/s")
+
+    rep["gputok"] = []
+    for w in counts:
+        r = run_gputok(
+            inputs,
+            work / f"out-gputok-{w}",
+            args.format,
+            sep,
+            w,
+            args.device,
+            repeat,
+            not args.threads_in_process,
+            not args.no_fsync,
+        )
+        s = statistics.median(r["seconds"])
+        exact = [e["bin"]["sha256"] for e in r["entries"]] == ref_hashes
+        rep["gputok"].append(
+            {
+                "workers": r["workers"],
+                "devices": r["devices"],
+                "threads": r["threads"],
+                "seconds": r["seconds"],
+                "median_s": s,
+                "GBps": nbytes / s / 1e9,
+                "Mtokps": tokens / s / 1e6,
+                "exact": exact,
+            }
+        )
+        log(
+            f"gputok x{w} ({'/'.join(r['devices'])}): {s:.3f} s, {nbytes / s / 1e9:.3f} GB/s, "
+            f"{'exact' if exact else 'MISMATCH vs gigatoken'}"
+        )
+        shutil.rmtree(work / f"out-gputok-{w}", ignore_errors=True)
+    rep["loadavg_end"] = list(os.getloadavg())
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    res_path = RESULTS / f"corpus-{stamp}{'-quick' if quick else ''}.json"
+    res_path.write_text(json.dumps(rep, indent=1) + "\n")
+    heading, body = markdown(rep)
+    print(body)
+    if docs_on:
+        write_docs(Path(args.docs_path), heading, body)
+        log(f"wrote {args.docs_path}")
+    log(f"results: {res_path}")
+    return 0 if all(r["exact"] for r in rep["gputok"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
