@@ -204,8 +204,8 @@ def build_tokenizers(wanted: list[str], threads: int) -> tuple[dict, dict]:
         else:
 
             def g_single(t):
-                if not par:
-                    return tok.encode_ordinary(t)
+                # encode_ordinary splits a long text across all cores, so the thread count
+                # is pinned through encode_batch_flat in every configuration.
                 ids, _ = tok.encode_batch_flat([t], num_threads=threads, disallowed_special=())
                 return np.asarray(ids)
 

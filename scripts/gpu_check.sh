@@ -47,9 +47,7 @@ if has build; then
       -DPython_EXECUTABLE="$(command -v $PY)" -Dpybind11_DIR="$($PY -m pybind11 --cmakedir)" >"$OUT/cmake.log" 2>&1 \
       && ninja -C $BUILD >"$OUT/build.log" 2>&1 || { note "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1; }
     cp $BUILD/_core.*.so backend_src/gputok/
-    nvcc -std=c++17 -O2 -arch=sm_90 --expt-relaxed-constexpr -lineinfo -I backend_src/csrc \
-      backend_src/csrc/cuda/tests/test_device_tables.cu $BUILD/libgputok_core.a -o /tmp/test_device_tables \
-      && UNIT_BIN=/tmp/test_device_tables
+    UNIT_BIN=$BUILD/test_device_tables  # built by CMake beside the module
   fi
   $PY -c "import gputok; print('cuda_available', gputok.cuda_available())" | tee -a "$SUMMARY"
   note "build stage: $(( $(date +%s) - t0 )) s"

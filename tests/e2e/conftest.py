@@ -34,7 +34,41 @@ def model_repo(tmp_path_factory) -> Path:
     shutil.copytree(REPO / "model_repository", dst, ignore=shutil.ignore_patterns("__pycache__"))
     set_parameter(dst / "gpt2" / "config.pbtxt", "model_config", "tiny")
     set_parameter(dst / "gpt2" / "config.pbtxt", "torch_threads", "1")
+    for name, base, params in TEST_VARIANTS:
+        add_variant(dst, name, base, params)
     return dst
+
+
+# Test-only copies of the product models with other settings, for the bad-input matrix
+# (tests/e2e/test_bad_input.py). They live only in the fixture's temporary repository.
+TEST_VARIANTS = [
+    # errors=replace, and small row/byte limits (the product's 4096-row limit sits above
+    # max_batch_size 256, so Triton's own batch-size check fires first there)
+    (
+        "tokenizer_replace",
+        "tokenizer",
+        {"utf8_errors": "replace", "max_rows_per_request": "16", "max_bytes_per_request": "4096"},
+    ),
+    ("tokenizer_allow_all", "tokenizer", {"allowed_special": "all"}),
+    ("tokenizer_ordinary", "tokenizer", {"disallowed_special": ""}),
+    (
+        "detokenizer_strict",
+        "detokenizer",
+        {"utf8_errors": "strict", "max_tokens_per_request": "64"},
+    ),
+]
+
+
+def add_variant(repo: Path, name: str, base: str, params: dict[str, str]) -> None:
+    """Copy model `base` to `name` in a test repository, renamed, with parameters changed."""
+    shutil.copytree(repo / base, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+    config = repo / name / "config.pbtxt"
+    text, n = re.subn(rf'^name: "{base}"', f'name: "{name}"', config.read_text(), flags=re.M)
+    if n != 1:
+        raise ValueError(f"{config}: no name line")
+    config.write_text(text)
+    for key, value in params.items():
+        set_parameter(config, key, value)
 
 
 @pytest.fixture(scope="session")

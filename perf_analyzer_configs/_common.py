@@ -1,0 +1,233 @@
+"""Shared code of the perf_analyzer scenarios: serve both repositories, run perf_analyzer, merge CSVs.
+
+Every scenario starts one tritonserver (gputok._triton_env.TritonServer, as tests/e2e does) on
+127.0.0.1 with free ports, serving two repositories at once (tritonserver takes several
+`--model-repository`): a copy of our `tokenizer` and `baseline_repository/` with
+`preprocessing_hf` and `preprocessing_tiktoken`. It then runs perf_analyzer (the `pa` wrapper)
+against all three models in the same run, one after another for every setting, and always
+stops the server (context manager; SIGTERM, then SIGKILL of its process group).
+
+perf_analyzer writes one CSV per run (`-f`, `--verbose-csv`, p50/p90/p95/p99 columns); we add
+the columns `scenario, model, input, tokens, protocol, rc` and merge them into
+`results/<scenario>.csv`, which report.py reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+PA = HERE / "pa"
+BASELINES = HERE / "baseline_repository"
+RESULTS = HERE / "results"
+INPUTS = HERE / "inputs"
+MODELS = ("tokenizer", "preprocessing_tiktoken", "preprocessing_hf")
+
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO / "tests"))
+
+
+def log(msg: str) -> None:
+    print(f"[perf] {time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--models", default=",".join(MODELS), help="comma list (default: all three)")
+    p.add_argument("--window-ms", type=int, default=2000, help="perf_analyzer -p (ms)")
+    # perf_analyzer reports a setting only after 3 windows agree within -s percent on
+    # throughput and on the --percentile latency (p99 here). On the shared 2-core machine p99
+    # of 1-2 s windows varies more than 2x between windows, so even -s 100 failed; the default
+    # 999 turns the check off and each point is then the mean of its 3 windows. Use -s 10 and
+    # longer windows on a quiet machine.
+    p.add_argument("--stability", type=int, default=999, help="perf_analyzer -s (percent)")
+    p.add_argument("--max-trials", type=int, default=3, help="perf_analyzer -r")
+    p.add_argument("--out", type=Path, default=RESULTS, help="folder for the CSVs")
+    p.add_argument(
+        "--model-repository",
+        type=Path,
+        default=None,
+        help="our repository (default: a temporary copy of model_repository/tokenizer alone)",
+    )
+    p.add_argument("--server-url-http", default=None, help="use a running server (host:port)")
+    p.add_argument("--server-url-grpc", default=None, help="use a running server (host:port)")
+    return p
+
+
+@contextlib.contextmanager
+def server(args) -> Iterator[dict]:
+    """Yield {"http": url, "grpc": url}; start (and always stop) a server unless given URLs."""
+    if args.server_url_http or args.server_url_grpc:
+        yield {"http": args.server_url_http, "grpc": args.server_url_grpc}
+        return
+    from gputok._triton_env import ServerOptions, TritonServer, free_port
+    from references import gpt2_files
+
+    gpt2_files()  # preprocessing_hf reads <repo>/.cache/gpt2; regenerated offline if missing
+    tmp = Path(tempfile.mkdtemp(prefix="gputok-perf-"))
+    try:
+        repo = args.model_repository
+        if repo is None:
+            repo = tmp / "repo"
+            shutil.copytree(
+                REPO / "model_repository" / "tokenizer",
+                repo / "tokenizer",
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
+        ports = set()
+        while len(ports) < 3:
+            ports.add(free_port())
+        http, grpc, metrics = sorted(ports)
+        # env_report checks numpy/torch/transformers/gputok only; the baselines also need
+        # tiktoken and tokenizers, and the stub uses this Python's environment (numpy 1.x).
+        import tiktoken  # noqa: F401
+        import tokenizers  # noqa: F401
+
+        need = ("numpy", "gputok")
+        if (Path(repo) / "gpt2").is_dir():
+            need += ("torch", "transformers")
+        srv = TritonServer(
+            ServerOptions(
+                model_repository=Path(repo),
+                http_port=http,
+                grpc_port=grpc,
+                metrics_port=metrics,
+                extra_args=[f"--model-repository={BASELINES}"],
+            ),
+            need=need,
+            log_path=tmp / "tritonserver.log",
+        )
+        log(f"starting tritonserver: {repo} + {BASELINES}")
+        srv.start()
+        try:
+            srv.wait_ready(timeout=300)
+            log(f"ready: http {srv.http_url}, grpc {srv.grpc_url}")
+            yield {"http": srv.http_url, "grpc": srv.grpc_url}
+        finally:
+            code = srv.stop()
+            log(f"tritonserver stopped (exit code {code})")
+            if code not in (0, None):
+                log(f"server log: {tmp / 'tritonserver.log'} (kept)")
+                tmp = None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def input_file(size: str) -> Path:
+    from make_inputs import ensure
+
+    ensure([size])
+    return INPUTS / f"tok_{size}.json"
+
+
+def mean_tokens(size: str) -> tuple[float, float]:
+    """(mean tokens, mean bytes) of the strings in tok_<size>.json."""
+    m = json.loads((INPUTS / "manifest.json").read_text())["files"][f"tok_{size}.json"]
+    return sum(m["tokens"]) / len(m["tokens"]), sum(m["bytes"]) / len(m["bytes"])
+
+
+def run_pa(
+    args, model: str, size: str, protocol: str, url: str, load: list[str], csv_path: Path
+) -> int:
+    """One perf_analyzer run; returns its exit code. Its stdout goes to `csv_path`.log."""
+    cmd = [
+        str(PA),
+        "-m",
+        model,
+        "-i",
+        protocol,
+        "-u",
+        url,
+        f"--input-data={input_file(size)}",
+        "--percentile=99",
+        f"--measurement-interval={args.window_ms}",
+        f"--stability-percentage={args.stability}",
+        f"--max-trials={args.max_trials}",
+        "-f",
+        str(csv_path),
+        "--verbose-csv",
+        *load,
+    ]
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    log(f"{model:24s} {size:>5s} {protocol:4s} {' '.join(load)}")
+    with open(str(csv_path) + ".log", "w") as out:
+        out.write(" ".join(cmd) + "\n")
+        out.flush()
+        rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+    if rc != 0:
+        log(f"  perf_analyzer exit code {rc}; see {csv_path}.log")
+    return rc
+
+
+def merge(scenario: str, runs: list[dict], out_dir: Path) -> Path:
+    """Merge per-run CSVs into out_dir/<scenario>.csv with our columns first."""
+    rows, fields = [], ["scenario", "model", "input", "tokens", "bytes", "protocol", "rc"]
+    for r in runs:
+        tokens, nbytes = mean_tokens(r["input"])
+        base = {
+            "scenario": scenario,
+            "model": r["model"],
+            "input": r["input"],
+            "tokens": f"{tokens:.0f}",
+            "bytes": f"{nbytes:.0f}",
+            "protocol": r["protocol"],
+            "rc": r["rc"],
+        }
+        path = Path(r["csv"])
+        if not path.is_file():
+            rows.append(base)
+            continue
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                for k in row:
+                    if k not in fields:
+                        fields.append(k)
+                rows.append({**base, **row})
+    out = out_dir / f"{scenario}.csv"
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    log(f"wrote {out} ({len(rows)} rows)")
+    return out
+
+
+def run_matrix(
+    scenario: str,
+    args,
+    settings: list[tuple[str, str, list[str]]],
+) -> int:
+    """For each (input size, protocol, perf_analyzer load options): every model, same server.
+
+    Returns 0 when every run succeeded, else 1 (the CSV still holds what was measured)."""
+    models = [m for m in args.models.split(",") if m]
+    out_dir = Path(args.out)
+    raw = out_dir / scenario
+    if raw.exists():
+        shutil.rmtree(raw)
+    for size, _, _ in settings:
+        input_file(size)
+    runs = []
+    with server(args) as urls:
+        for size, protocol, load in settings:
+            for model in models:
+                tag = "_".join([model, size, protocol, *(a.lstrip("-").split("=")[-1] for a in load)])
+                csv_path = raw / f"{tag.replace(':', '-')}.csv"
+                rc = run_pa(args, model, size, protocol, urls[protocol], load, csv_path)
+                runs.append(
+                    {"model": model, "input": size, "protocol": protocol, "rc": rc, "csv": csv_path}
+                )
+    merge(scenario, runs, out_dir)
+    return 0 if all(r["rc"] == 0 for r in runs) else 1
