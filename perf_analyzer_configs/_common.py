@@ -15,8 +15,8 @@ the columns `scenario, model, input, tokens, protocol, rc` and merge them into
 from __future__ import annotations
 
 import argparse
-import csv
 import contextlib
+import csv
 import json
 import shutil
 import subprocess
@@ -223,7 +223,9 @@ def run_matrix(
     with server(args) as urls:
         for size, protocol, load in settings:
             for model in models:
-                tag = "_".join([model, size, protocol, *(a.lstrip("-").split("=")[-1] for a in load)])
+                tag = "_".join(
+                    [model, size, protocol, *(a.lstrip("-").split("=")[-1] for a in load)]
+                )
                 csv_path = raw / f"{tag.replace(':', '-')}.csv"
                 rc = run_pa(args, model, size, protocol, urls[protocol], load, csv_path)
                 runs.append(

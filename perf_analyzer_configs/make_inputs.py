@@ -81,7 +81,9 @@ def build(profile: str, sizes: list[str], count_scale: float, out: Path) -> dict
         for i in range(n):
             s, k = slice_with_tokens(tok, text, starts[(offset + i * step) % len(starts)], target)
             if abs(k - target) > 0.02 * target + 2:
-                raise SystemExit(f"could not cut a {target}-token string (got {k}); corpus too small?")
+                raise SystemExit(
+                    f"could not cut a {target}-token string (got {k}); corpus too small?"
+                )
             got.append((s, k))
         return got
 

@@ -123,9 +123,7 @@ def plot(scenario: str, data: dict, out_dir: Path) -> Path | None:
             ax.set_ylabel("inferences/s")
         else:
             for m in (OURS, *BASELINES):
-                pts = sorted(
-                    (float(k[3]), data[k][m]) for k in keys if m in data[k] and k[3]
-                )
+                pts = sorted((float(k[3]), data[k][m]) for k in keys if m in data[k] and k[3])
                 if not pts:
                     continue
                 x = [p[0] for p in pts]

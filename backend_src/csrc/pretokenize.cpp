@@ -51,6 +51,8 @@ inline Char char_at(UnicodeTableView uni, const uint8_t* text, size_t pos) {
 // End of the run of characters of class `cls` starting at `pos`.
 inline size_t run_end(UnicodeTableView uni, const uint8_t* text, size_t n, size_t pos,
                       uint8_t cls) {
+  // ASCII stretch first: one load and one table byte per character, no decode.
+  while (pos < n && text[pos] < 0x80 && kAscii.cls[text[pos]] == cls) ++pos;
   while (pos < n) {
     const Char c = char_at(uni, text, pos);
     if (c.cls != cls) break;

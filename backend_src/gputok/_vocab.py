@@ -143,7 +143,10 @@ def vocab_from_hf_files(vocab_json, merges_txt, special_tokens=None) -> tuple[_c
         if len(parts) != 2:
             raise VocabError(f"{merges_txt}:{lineno}: expected two tokens, got {line!r}")
         merges.append(parts)
-    return _vocab_from_hf(raw, merges, specials_wanted, str(vocab_json), str(merges_txt))
+    try:
+        return _vocab_from_hf(raw, merges, specials_wanted, str(vocab_json), str(merges_txt))
+    except (AttributeError, TypeError, KeyError, IndexError) as e:
+        raise VocabError(f"{vocab_json}: malformed vocabulary ({type(e).__name__}: {e})") from None
 
 
 def _vocab_from_hf(raw_vocab, merges, specials_wanted, where_vocab, where_merges):
@@ -198,9 +201,18 @@ def vocab_from_tokenizer_json(path) -> tuple[_core.Vocab, dict]:
         spec = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise VocabError(f"cannot read {path} as JSON: {e}") from None
+    try:
+        return _vocab_from_tokenizer_spec(spec, path)
+    except (AttributeError, TypeError, KeyError, IndexError) as e:
+        # JSON of the wrong shape (a list where an object belongs, ...): tests/test_fuzz.py
+        raise VocabError(f"{path}: malformed tokenizer.json ({type(e).__name__}: {e})") from None
+
+
+def _vocab_from_tokenizer_spec(spec, path) -> tuple[_core.Vocab, dict]:
     model = spec.get("model") if isinstance(spec, dict) else None
     if not isinstance(model, dict) or model.get("type") != "BPE":
-        raise VocabError(f"{path}: model.type must be 'BPE' (got {model and model.get('type')!r})")
+        got = model.get("type") if isinstance(model, dict) else model
+        raise VocabError(f"{path}: model.type must be 'BPE' (got {got!r})")
     if spec.get("normalizer") is not None:
         raise VocabError(f"{path}: a normalizer is set; gputok supports GPT-2's (none)")
     if not _is_gpt2_pretokenizer(spec.get("pre_tokenizer")):

@@ -46,7 +46,9 @@ class TritonPythonModel:
         model_dir = args["model_repository"]
         vocab = params.get("vocab_file") or _find_up(model_dir, ".cache/gpt2/vocab.json")
         merges = params.get("merges_file") or _find_up(model_dir, ".cache/gpt2/merges.txt")
-        vocab, merges = (p if os.path.isabs(p) else os.path.join(model_dir, p) for p in (vocab, merges))
+        vocab, merges = (
+            p if os.path.isabs(p) else os.path.join(model_dir, p) for p in (vocab, merges)
+        )
         tok = Tokenizer(models.BPE.from_file(vocab, merges))
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
@@ -65,7 +67,9 @@ class TritonPythonModel:
         max_len = max(seq.shape[0] for seq in start_ids)
         start_ids = np.stack(
             [
-                np.pad(seq, (0, max_len - seq.shape[0]), "constant", constant_values=(0, self.pad_id))
+                np.pad(
+                    seq, (0, max_len - seq.shape[0]), "constant", constant_values=(0, self.pad_id)
+                )
                 for seq in start_ids
             ]
         )

@@ -58,7 +58,9 @@ class TritonPythonModel:
         if self.enc.encode("hello world") != [31373, 995]:
             raise RuntimeError(f"tiktoken GPT-2 from {ranks} is misbuilt")
         self.pad_id = int(params.get("pad_id", EOT))
-        pb_utils.Logger.log_info(f"preprocessing_tiktoken: tiktoken {tiktoken.__version__}, {ranks}")
+        pb_utils.Logger.log_info(
+            f"preprocessing_tiktoken: tiktoken {tiktoken.__version__}, {ranks}"
+        )
 
     def _create_request(self, query):
         start_ids = [np.array(self.enc.encode(s[0].decode())).astype(np.int32) for s in query]
@@ -66,7 +68,9 @@ class TritonPythonModel:
         max_len = max(seq.shape[0] for seq in start_ids)
         start_ids = np.stack(
             [
-                np.pad(seq, (0, max_len - seq.shape[0]), "constant", constant_values=(0, self.pad_id))
+                np.pad(
+                    seq, (0, max_len - seq.shape[0]), "constant", constant_values=(0, self.pad_id)
+                )
                 for seq in start_ids
             ]
         )
