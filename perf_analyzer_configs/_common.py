@@ -54,6 +54,7 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--stability", type=int, default=999, help="perf_analyzer -s (percent)")
     p.add_argument("--max-trials", type=int, default=3, help="perf_analyzer -r")
     p.add_argument("--out", type=Path, default=RESULTS, help="folder for the CSVs")
+    p.add_argument("--tag", default="", help="results/<scenario>_<tag>.csv: keep several runs")
     p.add_argument(
         "--model-repository",
         type=Path,
@@ -171,6 +172,25 @@ def run_pa(
     return rc
 
 
+def warm_up(urls: dict, models: list[str], size: str, n: int = 16) -> None:
+    """A few requests per model before measuring: the first perf_analyzer run right after the
+    server start failed its request-rate measurement (first-call costs in the stubs)."""
+    import numpy as np
+    import tritonclient.http as httpclient
+
+    if not urls.get("http"):
+        return
+    data = json.loads(input_file(size).read_text())["data"]
+    client = httpclient.InferenceServerClient(urls["http"])
+    for model in models:
+        for i in range(n):
+            text = data[i % len(data)]["QUERY"][0].encode()
+            inp = httpclient.InferInput("QUERY", [1, 1], "BYTES")
+            inp.set_data_from_numpy(np.array([[text]], dtype=object))
+            client.infer(model, [inp])
+    client.close()
+
+
 def merge(scenario: str, runs: list[dict], out_dir: Path) -> Path:
     """Merge per-run CSVs into out_dir/<scenario>.csv with our columns first."""
     rows, fields = [], ["scenario", "model", "input", "tokens", "bytes", "protocol", "rc"]
@@ -213,6 +233,8 @@ def run_matrix(
 
     Returns 0 when every run succeeded, else 1 (the CSV still holds what was measured)."""
     models = [m for m in args.models.split(",") if m]
+    if getattr(args, "tag", ""):
+        scenario = f"{scenario}_{args.tag}"
     out_dir = Path(args.out)
     raw = out_dir / scenario
     if raw.exists():
@@ -221,6 +243,7 @@ def run_matrix(
         input_file(size)
     runs = []
     with server(args) as urls:
+        warm_up(urls, models, settings[0][0])
         for size, protocol, load in settings:
             for model in models:
                 tag = "_".join(
@@ -228,6 +251,8 @@ def run_matrix(
                 )
                 csv_path = raw / f"{tag.replace(':', '-')}.csv"
                 rc = run_pa(args, model, size, protocol, urls[protocol], load, csv_path)
+                if rc != 0:  # one retry: a noisy window on the shared machine is not a result
+                    rc = run_pa(args, model, size, protocol, urls[protocol], load, csv_path)
                 runs.append(
                     {"model": model, "input": size, "protocol": protocol, "rc": rc, "csv": csv_path}
                 )

@@ -96,7 +96,7 @@ def table(scenario: str, data: dict) -> str:
     return "\n".join(lines)
 
 
-def plot(scenario: str, data: dict, out_dir: Path) -> Path | None:
+def plot(scenario: str, data: dict, out_dir: Path, name: str | None = None) -> Path | None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -137,10 +137,10 @@ def plot(scenario: str, data: dict, out_dir: Path) -> Path | None:
         ax.set_title(f"{name} input (~{tokens} tokens)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-    fig.suptitle(f"perf_analyzer: {scenario}")
+    fig.suptitle(f"perf_analyzer: {name or scenario}")
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{scenario}.png"
+    path = out_dir / f"{name or scenario}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -154,13 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     parts = []
     for scenario in SCENARIOS:
-        path = a.results / f"{scenario}.csv"
-        if not path.is_file():
-            continue
-        data = read(path)
-        parts.append(f"### {scenario}\n\n{table(scenario, data)}\n")
-        if not a.no_plots:
-            png = plot(scenario, data, a.plots)
+        # results/<scenario>.csv and results/<scenario>_<tag>.csv (--tag), one table each
+        paths = [a.results / f"{scenario}.csv", *sorted(a.results.glob(f"{scenario}_*.csv"))]
+        for path in (p for p in paths if p.is_file()):
+            data = read(path)
+            parts.append(f"### {path.stem}\n\n{table(scenario, data)}\n")
+            png = None if a.no_plots else plot(scenario, data, a.plots, path.stem)
             if png is not None:
                 rel = png.relative_to(REPO) if png.is_relative_to(REPO) else png
                 parts.append(f"Plot: `{rel}`\n")

@@ -64,7 +64,9 @@ def test_flat_arrays(tok):
     ids, offsets = tok.encode_batch_flat(texts)
     assert ids.dtype == np.int32 and offsets.dtype == np.int64
     assert offsets.tolist() == [0, 2, 2, 3, 7]
-    assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])] == tok.encode_batch(texts)
+    assert [
+        ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)
+    ] == tok.encode_batch(texts)
     ids, offsets = tok.encode_batch_flat([])
     assert ids.size == 0 and offsets.tolist() == [0]
 

@@ -7,7 +7,7 @@ import pytest
 
 
 def _first_mismatch(got, want):
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w) in enumerate(zip(got, want, strict=False)):
         if g != w:
             return i
     return None if len(got) == len(want) else min(len(got), len(want))
@@ -31,7 +31,7 @@ def test_corpus_equals_tiktoken(tok, ref, corpus):
 def test_corpus_equals_hf(tok, hf, corpus):
     docs = corpus[:300]
     want = [e.ids for e in hf.encode_batch(docs)]
-    assert all(w for w, d in zip(want, docs) if d), "HF returned empty ids"
+    assert all(w for w, d in zip(want, docs, strict=True) if d), "HF returned empty ids"
     assert tok.encode_ordinary_batch(docs) == want
 
 

@@ -14,6 +14,7 @@ takes about 20 s on the 2-core CPU machine). For a longer run on demand:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 
@@ -229,10 +230,8 @@ tokenizer_json = st.one_of(
 def _use(t) -> None:
     """A tokenizer that loaded must encode and decode without crashing (ValueError allowed)."""
     for b in (b"ab", b"hello world", "é日".encode(), b"\xff"):
-        try:
+        with contextlib.suppress(ValueError):
             t.decode_bytes(t.encode(b, errors="replace", disallowed_special=()))
-        except ValueError:
-            pass
 
 
 def _load(fn, *paths):
@@ -276,4 +275,33 @@ def test_loader_missing_or_directory_path(tmp_path, fn):
 
 
 # --- regressions found by fuzzing -------------------------------------------------------------
-# (none yet: every crash found here gets a named test in this section)
+# Each found by the tests above; the input is the one Hypothesis shrank to.
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"model": true}',
+        b'{"model": {"type": "BPE", "vocab": true}, "pre_tokenizer": {"type": "ByteLevel"}}',
+        b'{"model": {"type": "BPE", "vocab": {}, "merges": [5]}, '
+        b'"pre_tokenizer": {"type": "ByteLevel"}}',
+        b'{"model": {"type": "BPE", "vocab": {}}, "pre_tokenizer": {"type": "ByteLevel"}, '
+        b'"added_tokens": [1]}',
+        b'{"model": {"type": "BPE"}, "pre_tokenizer": {"type": "Sequence", '
+        b'"pretokenizers": [1, 2]}}',
+    ],
+    ids=[
+        "model-not-object",
+        "vocab-not-object",
+        "merge-not-pair",
+        "added-token-not-object",
+        "sequence-steps-not-objects",
+    ],
+)
+def test_regression_tokenizer_json_wrong_shapes_are_vocab_errors(tmp_path, data):
+    """load_tokenizer_json raised AttributeError/TypeError (not VocabError) on JSON of the
+    wrong shape, e.g. {"model": true}: found by test_load_tokenizer_json, 2026-11-22."""
+    p = tmp_path / "tokenizer.json"
+    p.write_bytes(data)
+    with pytest.raises(gputok.VocabError):
+        gputok.load_tokenizer_json(str(p), device="cpu")

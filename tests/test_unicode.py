@@ -29,7 +29,9 @@ def test_every_scalar_value(tok, ref, context):
     got = tok.encode_ordinary_batch(chunks)
     assert all(want), "reference returned empty ids"
     bad = [i for i in range(len(chunks)) if got[i] != want[i]]
-    assert not bad, f"first mismatch in chunk {bad[0]} (code points from {SCALARS[bad[0] * 256]:#x})"
+    assert not bad, (
+        f"first mismatch in chunk {bad[0]} (code points from {SCALARS[bad[0] * 256]:#x})"
+    )
 
 
 def test_table_matches_pinned_source():
@@ -45,13 +47,30 @@ def test_table_matches_pinned_source():
 @pytest.mark.parametrize(
     "cp,cls",
     [
-        (ord("a"), 1), (ord("Z"), 1), (ord("5"), 2), (ord(" "), 3), (ord("!"), 0),
+        (ord("a"), 1),
+        (ord("Z"), 1),
+        (ord("5"), 2),
+        (ord(" "), 3),
+        (ord("!"), 0),
         (0x1C, 0),  # str.isspace() says yes; White_Space says no
-        (0x85, 3), (0xA0, 3), (0x1680, 3), (0x2000, 3), (0x200A, 3), (0x2028, 3),
-        (0x2029, 3), (0x202F, 3), (0x205F, 3), (0x3000, 3),
-        (0x180E, 0), (0x200B, 0), (0xFEFF, 0),  # not White_Space
-        (0x10940, 0), (0x11DB0, 0),  # Unicode 17 additions: not letters to tiktoken 0.14
-        (0x2160, 2), (0xBD, 2), (0x4E00, 1),
+        (0x85, 3),
+        (0xA0, 3),
+        (0x1680, 3),
+        (0x2000, 3),
+        (0x200A, 3),
+        (0x2028, 3),
+        (0x2029, 3),
+        (0x202F, 3),
+        (0x205F, 3),
+        (0x3000, 3),
+        (0x180E, 0),
+        (0x200B, 0),
+        (0xFEFF, 0),  # not White_Space
+        (0x10940, 0),
+        (0x11DB0, 0),  # Unicode 17 additions: not letters to tiktoken 0.14
+        (0x2160, 2),
+        (0xBD, 2),
+        (0x4E00, 1),
     ],
 )
 def test_char_class_literals(cp, cls):

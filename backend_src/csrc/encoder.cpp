@@ -57,8 +57,7 @@ class PieceCache {
     }
   }
 
-  void insert(const PieceKey& k, const uint8_t* p, uint64_t h, const int32_t* ids,
-              size_t n_ids) {
+  void insert(const PieceKey& k, const uint8_t* p, uint64_t h, const int32_t* ids, size_t n_ids) {
     if (n_ids == 0 || n_ids > kCacheIds || k.len > kCacheMaxPiece) return;
     const size_t tail = k.len > 16 ? k.len - 16 : 0;
     if (used_ * 2 >= kSlots || arena_.size() + tail > kArenaBytes) clear();
@@ -355,8 +354,7 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
   release(w);
 }
 
-void Encoder::run_parallel(size_t n, size_t threads,
-                           const std::function<void(size_t)>& fn) const {
+void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(size_t)>& fn) const {
   if (threads <= 1 || n <= 1) {
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
@@ -414,9 +412,8 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
     release(w);
   };
 
-  const size_t threads = num_threads > 0
-                            ? size_t(num_threads)
-                            : std::max<size_t>(1, std::thread::hardware_concurrency());
+  const size_t threads = num_threads > 0 ? size_t(num_threads)
+                                         : std::max<size_t>(1, std::thread::hardware_concurrency());
   run_parallel(n_items, threads, run_item);
   if (error) std::rethrow_exception(error);
 

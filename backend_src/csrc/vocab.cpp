@@ -104,7 +104,8 @@ void Vocab::build_byte_pairs() {
   byte_pairs_.assign(65536, kEmptyKey);
   for (int a = 0; a < 256; ++a)
     for (int b = 0; b < 256; ++b)
-      byte_pairs_[(a << 8) | b] = pair_lookup(pair_view(), uint32_t(byte_token_[a]), uint32_t(byte_token_[b]));
+      byte_pairs_[(a << 8) | b] =
+          pair_lookup(pair_view(), uint32_t(byte_token_[a]), uint32_t(byte_token_[b]));
 }
 
 Vocab Vocab::from_ranks(std::vector<std::string> tokens, std::vector<SpecialToken> specials) {

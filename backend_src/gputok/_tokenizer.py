@@ -88,10 +88,7 @@ class Tokenizer:
     # -- policy -------------------------------------------------------------------------
     def _policy(self, allowed_special, disallowed_special) -> tuple[list[int], list[int]]:
         specials = self._special_tokens
-        if allowed_special == "all":
-            allowed = set(specials)
-        else:
-            allowed = set(allowed_special)
+        allowed = set(specials) if allowed_special == "all" else set(allowed_special)
         if disallowed_special == "all":
             disallowed = set(specials) - allowed
         else:
@@ -230,4 +227,4 @@ class Tokenizer:
 def _split_rows(ids: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
     flat = ids.tolist()
     bounds = offsets.tolist()
-    return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]

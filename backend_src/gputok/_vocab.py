@@ -37,7 +37,7 @@ def bytes_to_unicode() -> dict[int, str]:
             keep.append(b)
             chars.append(256 + n)
             n += 1
-    return dict(zip(keep, (chr(c) for c in chars)))
+    return dict(zip(keep, (chr(c) for c in chars), strict=True))
 
 
 _UNICODE_TO_BYTE = {c: b for b, c in bytes_to_unicode().items()}
