@@ -4,12 +4,13 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup build lint format test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick serve gpu-check unicode-tables gpt2-files clean
+.PHONY: help setup build lint format test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick perf-inputs perf-concurrency perf-rate perf-protocols perf-ensemble perf-report serve gpu-check unicode-tables gpt2-files clean
 
 help:
 	@echo "make setup      venv, system and Python deps, build (idempotent)"
 	@echo "make test       set-up, lint, the whole pytest suite (what CI runs)"
 	@echo "make test-fast  the suite without slow and end-to-end tests;  make test-e2e  only those"
+	@echo "make perf-concurrency | perf-rate | perf-protocols | perf-ensemble | perf-report  perf_analyzer scenarios (docs/perf_analyzer.md)"
 	@echo "make serve      set-up, then tritonserver on 127.0.0.1 with model_repository/"
 	@echo "make bench      CPU benchmark vs tiktoken, HF, gigatoken -> docs/benchmarks.md"
 	@echo "make bench-corpus  corpus tokenization (Dask) vs gigatoken -> docs/benchmarks.md"
@@ -41,7 +42,7 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not e2e" $(PYTEST_ARGS)
 
 bench: setup
-	$(PY) bench/bench_cpu.py
+	$(PY) bench/bench_cpu.py --hf-max-mb 16
 
 bench-quick: setup
 	$(PY) bench/bench_cpu.py --quick
@@ -51,6 +52,24 @@ bench-corpus: setup
 
 bench-corpus-quick: setup
 	$(PY) bench/bench_corpus.py --quick --null
+
+perf-inputs: setup
+	$(PY) perf_analyzer_configs/make_inputs.py
+
+perf-concurrency: setup
+	$(PY) perf_analyzer_configs/concurrency_sweep.py $(PERF_ARGS)
+
+perf-rate: setup
+	$(PY) perf_analyzer_configs/rate_sweep.py $(PERF_ARGS)
+
+perf-protocols: setup
+	$(PY) perf_analyzer_configs/protocols.py $(PERF_ARGS)
+
+perf-ensemble: setup
+	$(PY) perf_analyzer_configs/ensemble.py $(PERF_ARGS)
+
+perf-report: setup
+	$(PY) perf_analyzer_configs/report.py
 
 serve: setup
 	$(PY) -m gputok.serve $(SERVE_ARGS)

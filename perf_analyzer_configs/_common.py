@@ -126,17 +126,25 @@ def server(args) -> Iterator[dict]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _file_name(size: str) -> str:
+    """`4k` -> tok_4k.json (QUERY); `ens_128` -> ens_128.json (text_input, max_tokens)."""
+    return f"{size}.json" if size.startswith("ens_") else f"tok_{size}.json"
+
+
 def input_file(size: str) -> Path:
     from make_inputs import ensure
 
-    ensure([size])
-    return INPUTS / f"tok_{size}.json"
+    path = INPUTS / _file_name(size)
+    if not path.is_file():
+        ensure([size], force=True)  # one build writes every tok_ and ens_ file
+    return path
 
 
 def mean_tokens(size: str) -> tuple[float, float]:
-    """(mean tokens, mean bytes) of the strings in tok_<size>.json."""
-    m = json.loads((INPUTS / "manifest.json").read_text())["files"][f"tok_{size}.json"]
-    return sum(m["tokens"]) / len(m["tokens"]), sum(m["bytes"]) / len(m["bytes"])
+    """(mean tokens, mean bytes; 0 when not recorded) of the strings in the input file."""
+    m = json.loads((INPUTS / "manifest.json").read_text())["files"][_file_name(size)]
+    nbytes = m.get("bytes") or [0]
+    return sum(m["tokens"]) / len(m["tokens"]), sum(nbytes) / len(nbytes)
 
 
 def run_pa(
@@ -184,10 +192,17 @@ def warm_up(urls: dict, models: list[str], size: str, n: int = 16) -> None:
     client = httpclient.InferenceServerClient(urls["http"])
     for model in models:
         for i in range(n):
-            text = data[i % len(data)]["QUERY"][0].encode()
-            inp = httpclient.InferInput("QUERY", [1, 1], "BYTES")
-            inp.set_data_from_numpy(np.array([[text]], dtype=object))
-            client.infer(model, [inp])
+            inputs = []
+            for name, values in data[i % len(data)].items():  # perf_analyzer's JSON format
+                if isinstance(values[0], str):
+                    arr = np.array([[v.encode() for v in values]], dtype=object)
+                    inp = httpclient.InferInput(name, list(arr.shape), "BYTES")
+                else:
+                    arr = np.array([values], dtype=np.int32)
+                    inp = httpclient.InferInput(name, list(arr.shape), "INT32")
+                inp.set_data_from_numpy(arr)
+                inputs.append(inp)
+            client.infer(model, inputs)
     client.close()
 
 

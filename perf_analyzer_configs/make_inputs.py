@@ -108,9 +108,9 @@ def build(profile: str, sizes: list[str], count_scale: float, out: Path) -> dict
     return manifest
 
 
-def ensure(sizes: list[str], out: Path = OUT) -> None:
+def ensure(sizes: list[str], out: Path = OUT, force: bool = False) -> None:
     """Build the inputs unless every requested file exists (used by the scenario scripts)."""
-    if not all((out / f"tok_{s}.json").is_file() for s in sizes):
+    if force or not all((out / f"tok_{s}.json").is_file() for s in sizes):
         build("ci", list(SIZES), 1.0, out)
 
 

@@ -106,8 +106,8 @@ def plot(scenario: str, data: dict, out_dir: Path, name: str | None = None) -> P
     if not inputs:
         return None
     fig, axes = plt.subplots(1, len(inputs), figsize=(4.2 * len(inputs), 3.6), squeeze=False)
-    for ax, (name, tokens) in zip(axes[0], inputs, strict=True):
-        keys = [k for k in data if k[0] == name]
+    for ax, (size, tokens) in zip(axes[0], inputs, strict=True):
+        keys = [k for k in data if k[0] == size]
         if scenario == "protocols":
             protos = sorted({k[2] for k in keys})
             width = 0.8 / len(protos)
@@ -134,7 +134,7 @@ def plot(scenario: str, data: dict, out_dir: Path, name: str | None = None) -> P
             ax.set_yscale("log")
             ax.set_xlabel("concurrency" if scenario == "concurrency" else "request rate (req/s)")
             ax.set_ylabel("inferences/s" if scenario == "concurrency" else "client p99 (ms)")
-        ax.set_title(f"{name} input (~{tokens} tokens)")
+        ax.set_title(f"{size} input (~{tokens} tokens)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
     fig.suptitle(f"perf_analyzer: {name or scenario}")
@@ -163,6 +163,20 @@ def main(argv: list[str] | None = None) -> int:
             if png is not None:
                 rel = png.relative_to(REPO) if png.is_relative_to(REPO) else png
                 parts.append(f"Plot: `{rel}`\n")
+    ens = a.results / "ensemble_overhead.csv"
+    if ens.is_file():  # written by ensemble.py: server-side latency of the ensemble vs its steps
+        lines = [
+            "| run | ensemble ms | sum of steps ms | overhead ms | overhead % |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        with open(ens, newline="") as f:
+            for r in csv.DictReader(f):
+                lines.append(
+                    f"| {r['run']} | {int(r['ensemble_us']) / 1e3:.2f} | "
+                    f"{int(r['steps_us']) / 1e3:.2f} | {int(r['overhead_us']) / 1e3:.3f} | "
+                    f"{r['overhead_pct']} |"
+                )
+        parts.append("### ensemble overhead (server side)\n\n" + "\n".join(lines) + "\n")
     if not parts:
         print(f"no scenario CSVs in {a.results}; run a scenario first", file=sys.stderr)
         return 1

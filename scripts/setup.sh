@@ -43,7 +43,7 @@ want=$(cat requirements/*.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "installing Python requirements"
   $VPY -m pip install -q --upgrade pip
-  for f in requirements/dev.txt requirements/serve.txt requirements/corpus.txt; do
+  for f in requirements/dev.txt requirements/serve.txt requirements/corpus.txt requirements/perf.txt; do
     [ -f "$f" ] && $VPY -m pip install -q -r "$f"
   done
   # nvidia-pytriton 0.7.0 wants tritonclient~=2.50; we pin 2.49.0 (the last wheel with a

@@ -7,7 +7,7 @@ the pytest process down, which fails CI loudly; every one found becomes a named 
 at the bottom of this file.
 
 Time: bounded in CI. Each test runs GPUTOK_FUZZ_EXAMPLES examples (default 200; the whole file
-takes about 20 s on the 2-core CPU machine). For a longer run on demand:
+takes about 10 s on the 2-core CPU machine). For a longer run on demand:
 `GPUTOK_FUZZ_EXAMPLES=20000 .venv/bin/python -m pytest tests/test_fuzz.py -q`.
 """
 

@@ -33,6 +33,7 @@ def test_shipped_config_parses():
         ("device", "tpu"),
         ("max_bytes_per_request", "0"),
         ("outputs_on_gpu", "maybe"),
+        ("pool_limit_bytes", "-1"),
     ],
 )
 def test_bad_settings_raise(key, value):
@@ -155,3 +156,33 @@ def test_load_tokenizer_from_file(tmp_path):
     (tmp_path / "gpt2.tiktoken").write_bytes(data.read_bytes())
     t = m.load_tokenizer(gputok, s, str(tmp_path), "cpu")
     assert t.encode("hello world") == [31373, 995]
+
+
+def test_pool_limit_reaches_gputok_on_cuda_only():
+    """pool_limit_bytes (issue 6: a configured cap on device memory) is passed to gputok when
+    the tokenizer runs on the GPU; on the CPU there is no pool."""
+    calls = []
+
+    class FakeGputok:
+        @staticmethod
+        def gpt2(**kw):
+            calls.append(kw)
+
+    s = m.parse_settings({"pool_limit_bytes": {"string_value": "65536"}})
+    m.load_tokenizer(FakeGputok, s, "", "cuda", device_id=1)
+    m.load_tokenizer(FakeGputok, s, "", "cpu")
+    m.load_tokenizer(FakeGputok, m.TokenizerSettings(), "", "cuda")
+    assert calls == [
+        {"device": "cuda", "device_id": 1, "pool_limit_bytes": 65536},
+        {"device": "cpu"},
+        {"device": "cuda", "device_id": 0},
+    ]
+
+
+def test_device_memory_error_is_internal():
+    """gputok.DeviceMemoryError is a MemoryError: the request is valid, the server lacks memory."""
+    import gputok
+
+    assert issubclass(gputok.DeviceMemoryError, MemoryError)
+    assert m.error_code_for(gputok.DeviceMemoryError("pool cap")) == "INTERNAL"
+    assert m.error_code_for(ValueError("bad")) == "INVALID_ARG"

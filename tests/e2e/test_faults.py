@@ -2,9 +2,12 @@
 while clients send requests, and record what Triton does.
 
 Runs its own tokenizer-only server (module scope), so the session server of the other e2e
-tests is never disturbed. What we measured (2.51 on the 2-core CPU machine) is asserted:
-requests in flight when the stub dies fail with an error (never a wrong answer), Triton starts
-a new stub, and requests succeed again, exact, within RECOVERY_S.
+tests is never disturbed. What we measured on server 2.51 (the 2-core CPU machine,
+2026-11-22) is pinned here: Triton does NOT restart the stub. Every later request to the model
+fails with INTERNAL "Stub process 'tokenizer_0_0' is not healthy." (about 1 s each, the stub
+health-check timeout), never with wrong ids, while /v2/health/ready and the model's ready
+endpoint keep answering 200. The restart path is restarting the server (docs/reliability.md).
+When gputok-serve learns to notice a dead stub, flip the readiness assertion below.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-RECOVERY_S = 60.0
+LOAD_S = 4.0
 TEXTS = [
     f"request {i}: the quick brown fox jumps over the lazy dog " * (1 + i % 5) for i in range(32)
 ]
@@ -105,8 +108,6 @@ def test_kill_tokenizer_stub_under_load(lone_tokenizer, ref):
                     ev = ("error", str(e)[:300])
                 with lock:
                     events.append((time.monotonic(), *ev))
-                if ev[0] == "error":
-                    time.sleep(0.05)
 
     threads = [threading.Thread(target=load, args=(k,)) for k in range(4)]
     for th in threads:
@@ -115,31 +116,34 @@ def test_kill_tokenizer_stub_under_load(lone_tokenizer, ref):
         time.sleep(1.0)
         t_kill = time.monotonic()
         os.kill(before[0], signal.SIGKILL)
-        # wait until requests succeed again after the kill, or give up
-        deadline = t_kill + RECOVERY_S
-        recovered = None
-        while time.monotonic() < deadline:
-            with lock:
-                oks = [t for t, kind, _ in events if t > t_kill + 0.2 and kind == "ok"]
-            if len(oks) >= 20:
-                recovered = oks[0] - t_kill
-                break
-            time.sleep(0.2)
+        time.sleep(LOAD_S)
+        ready_during = server.is_ready()
     finally:
         stop.set()
         for th in threads:
             th.join(30)
 
     after = stub_pids(server.proc.pid, "tokenizer")
-    errors = [(round(t - t_kill, 2), d) for t, kind, d in events if kind == "error"]
-    n_ok = sum(1 for _, kind, _ in events if kind == "ok")
+    ok_before = sum(1 for t, kind, _ in events if kind == "ok" and t < t_kill)
+    late = [(t - t_kill, kind, d) for t, kind, d in events if t > t_kill + 0.5]
     print(
-        f"\nstub {before} killed; new stub {after}; {n_ok} ok, {len(errors)} errors, "
-        f"recovered after {recovered} s; first errors: {errors[:3]}; server log {log}"
+        f"\nstub {before} killed; stubs after {after}; {ok_before} ok before the kill; "
+        f"after it: {sum(k == 'ok' for _, k, _ in late)} ok, "
+        f"{sum(k == 'error' for _, k, _ in late)} errors, first {late[:2]}; "
+        f"ready {ready_during}; log {log}"
     )
+    assert ok_before > 0
     assert not [e for e in events if e[1] == "wrong"], "a request got wrong ids"
-    assert recovered is not None, f"no recovery within {RECOVERY_S} s; errors {errors[:5]}"
-    assert after and after != before, f"no new stub process: {after}"
-    assert server.proc.poll() is None and server.is_ready()
-    with GputokClient(server.http_url, protocol="http", retries=0) as c:
-        assert c.tokenize(["hello world"])[0].tolist() == [31373, 995]
+    assert late, "no request completed after the kill"
+    assert all(kind == "error" for _, kind, _ in late), "the stub came back (update the docs)"
+    assert all("Stub process 'tokenizer_0_0' is not healthy" in d for _, _, d in late)
+    assert all("INTERNAL" in d for _, _, d in late)
+    assert after == []  # not restarted
+    # Known gap (docs/reliability.md): readiness does not notice the dead stub.
+    assert ready_during, "readiness now notices the dead stub: update docs/reliability.md"
+
+    # The restart path: stop the server (SIGTERM, SIGKILL after the timeout) and start again.
+    t0 = time.monotonic()
+    code = server.stop(timeout=5)
+    print(f"server stopped with code {code} after {time.monotonic() - t0:.1f} s")
+    assert server.proc.poll() is not None

@@ -51,6 +51,9 @@ class TokenizerSettings:
     pad_id: int = EOT
     num_threads: int = 0  # 0 = all cores
     outputs_on_gpu: str = "auto"  # auto: INPUT_ID stays on the GPU (DLPack) on a GPU instance
+    # cap on gputok's device memory pool (bytes; 0 = none; cuda only). Over it a call raises
+    # DeviceMemoryError (a MemoryError -> INTERNAL); docs/reliability.md
+    pool_limit_bytes: int = 0
 
 
 def _param(params: dict, key: str, default: str) -> str:
@@ -81,6 +84,7 @@ def parse_settings(params: dict) -> TokenizerSettings:
         pad_id=int(_param(params, "pad_id", str(d.pad_id))),
         num_threads=int(_param(params, "num_threads", str(d.num_threads))),
         outputs_on_gpu=_param(params, "outputs_on_gpu", d.outputs_on_gpu).strip().lower(),
+        pool_limit_bytes=int(_param(params, "pool_limit_bytes", str(d.pool_limit_bytes))),
     )
     if s.utf8_errors not in ("strict", "replace"):
         raise ValueError(f"utf8_errors must be 'strict' or 'replace', not {s.utf8_errors!r}")
@@ -90,6 +94,8 @@ def parse_settings(params: dict) -> TokenizerSettings:
         raise ValueError(f"outputs_on_gpu must be auto, true or false, not {s.outputs_on_gpu!r}")
     if s.max_bytes_per_request <= 0 or s.max_rows_per_request <= 0:
         raise ValueError("max_bytes_per_request and max_rows_per_request must be positive")
+    if s.pool_limit_bytes < 0:
+        raise ValueError("pool_limit_bytes must be >= 0 (0 = no cap)")
     return s
 
 
@@ -118,6 +124,8 @@ def load_tokenizer(gputok, s: TokenizerSettings, model_dir: str, device: str, de
     kw = {"device": device}
     if device == "cuda":
         kw["device_id"] = device_id
+        if s.pool_limit_bytes:
+            kw["pool_limit_bytes"] = s.pool_limit_bytes
     if s.algorithm != "auto":
         kw["algorithm"] = s.algorithm  # gputok raises ValueError naming its ALGORITHMS otherwise
     if not s.vocab_file:
