@@ -4,11 +4,12 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup build lint format test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick perf-inputs perf-concurrency perf-rate perf-protocols perf-ensemble perf-report serve gpu-check unicode-tables gpt2-files clean
+.PHONY: help setup build lint format audit test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick perf-inputs perf-concurrency perf-rate perf-protocols perf-ensemble perf-report serve gpu-check unicode-tables gpt2-files clean
 
 help:
 	@echo "make setup      venv, system and Python deps, build (idempotent)"
-	@echo "make test       set-up, lint, the whole pytest suite (what CI runs)"
+	@echo "make test       set-up, lint, pip-audit, the whole pytest suite (what CI runs)"
+	@echo "make audit      pip-audit of the pinned requirements (docs/security.md)"
 	@echo "make test-fast  the suite without slow and end-to-end tests;  make test-e2e  only those"
 	@echo "make perf-concurrency | perf-rate | perf-protocols | perf-ensemble | perf-report  perf_analyzer scenarios (docs/perf_analyzer.md)"
 	@echo "make serve      set-up, then tritonserver on 127.0.0.1 with model_repository/"
@@ -32,8 +33,11 @@ format: setup
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/clang-format -i $$(git ls-files 'backend_src/csrc/*.h' 'backend_src/csrc/*.cpp' 'backend_src/csrc/*.cu' 'backend_src/csrc/*.cuh' 'backend_src/bindings/*.cpp' | grep -v unicode_tables.h)
 
-test: setup lint
+test: setup lint audit
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+audit:
+	bash scripts/audit.sh
 
 test-e2e: setup
 	$(PY) -m pytest -q -m e2e $(PYTEST_ARGS)

@@ -369,6 +369,32 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def stub_processes(server_pid: int) -> dict[int, str]:
+    """{pid: model} of the Python-backend stubs that tritonserver `server_pid` started (Linux
+    /proc; empty elsewhere). The stub's command line names the model's folder."""
+    out: dict[int, str] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return out
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid != server_pid:
+                continue
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if argv and argv[0].endswith(b"triton_python_backend_stub"):
+            model = (
+                Path(argv[1].decode(errors="replace")).parent.parent.name if len(argv) > 1 else "?"
+            )
+            out[int(entry.name)] = model
+    return out
+
+
 @dataclass
 class ServerOptions:
     model_repository: Path

@@ -21,6 +21,7 @@ from gputok._triton_env import (
     ServerOptions,
     TritonServer,
     prepare_stub_env,
+    stub_processes,
 )
 
 
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             target=_wait, args=(server, args.ready_timeout, stop), daemon=True
         )
         waiter.start()
+        stubs: dict[int, str] = {}
         while not stop.is_set():
             if server.proc is not None and server.proc.poll() is not None:
                 print(
@@ -137,11 +139,41 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return server.proc.returncode or 1
+            dead = _dead_stubs(server, stubs, ready=not waiter.is_alive())
+            if dead:
+                print(
+                    f"gputok-serve: the Python-backend stub of model(s) {', '.join(dead)} died. "
+                    "Triton 2.51 does not restart it and keeps reporting ready while every "
+                    "request to it fails, so gputok-serve stops the server (exit 3). Restart "
+                    "gputok-serve, or let your supervisor restart it (docs/reliability.md).",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return 3
             stop.wait(0.5)
     finally:
         server.stop()
     print("gputok-serve: stopped", flush=True)
     return 0
+
+
+def _dead_stubs(server: TritonServer, known: dict[int, str], ready: bool) -> list[str]:
+    """Watchdog: once the server is ready, remembers its stubs; returns the models whose stub
+    has gone since (a killed stub is never restarted by Triton 2.51)."""
+    if not ready or server.proc is None:
+        return []
+    if not known:
+        known.update(stub_processes(server.proc.pid))
+        return []
+    return sorted({m for pid, m in known.items() if not _alive(pid)})
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")  # a zombie is a dead stub Triton has not reaped
 
 
 def _wait(server: TritonServer, timeout: float, stop: threading.Event) -> None:

@@ -6,8 +6,8 @@ tests is never disturbed. What we measured on server 2.51 (the 2-core CPU machin
 2026-11-22) is pinned here: Triton does NOT restart the stub. Every later request to the model
 fails with INTERNAL "Stub process 'tokenizer_0_0' is not healthy." (about 1 s each, the stub
 health-check timeout), never with wrong ids, while /v2/health/ready and the model's ready
-endpoint keep answering 200. The restart path is restarting the server (docs/reliability.md).
-When gputok-serve learns to notice a dead stub, flip the readiness assertion below.
+endpoint keep answering 200. The restart path is restarting the server (docs/reliability.md);
+gputok-serve's watchdog does that loudly: it stops the server and exits 3 (last test).
 """
 
 from __future__ import annotations
@@ -60,24 +60,9 @@ def lone_tokenizer(tmp_path_factory):
 
 def stub_pids(server_pid: int, model: str) -> list[int]:
     """Python-backend stub processes of `model` under the server (its children)."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().split(b"\0")
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if (
-            ppid == server_pid
-            and cmd
-            and cmd[0].endswith(b"triton_python_backend_stub")
-            and any(f"/{model}/".encode() in c for c in cmd)
-        ):
-            pids.append(int(d.name))
-    return pids
+    from gputok._triton_env import stub_processes
+
+    return [pid for pid, m in stub_processes(server_pid).items() if m == model]
 
 
 def test_kill_tokenizer_stub_under_load(lone_tokenizer, ref):
@@ -147,3 +132,62 @@ def test_kill_tokenizer_stub_under_load(lone_tokenizer, ref):
     code = server.stop(timeout=5)
     print(f"server stopped with code {code} after {time.monotonic() - t0:.1f} s")
     assert server.proc.poll() is not None
+
+
+def test_gputok_serve_stops_when_a_stub_dies(tmp_path):
+    """Triton keeps reporting ready with a dead stub, so gputok-serve's watchdog stops the
+    server and exits 3 with a message naming the model: it fails loudly, and a supervisor
+    (or the user) restarts it."""
+    import subprocess
+    import sys
+
+    from gputok._triton_env import free_port, stub_processes
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copytree(
+        REPO / "model_repository" / "tokenizer",
+        repo / "tokenizer",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    ports = set()
+    while len(ports) < 3:
+        ports.add(free_port())
+    http, grpc, metrics = sorted(ports)
+    cmd = [sys.executable, "-m", "gputok.serve", "--model-repository", str(repo)]
+    cmd += ["--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        for line in proc.stdout:
+            if "READY" in line or time.monotonic() > deadline:
+                break
+        assert proc.poll() is None, proc.stderr.read()
+        servers = [p for p in stub_processes_parent(proc.pid)]
+        assert servers, "tritonserver child not found"
+        stubs = stub_processes(servers[0])
+        assert "tokenizer" in stubs.values()
+        time.sleep(1.0)  # let the watchdog take its snapshot
+        os.kill(next(pid for pid, m in stubs.items() if m == "tokenizer"), signal.SIGKILL)
+        code = proc.wait(timeout=90)
+        err = proc.stderr.read()
+        assert code == 3, err
+        assert "stub of model(s) tokenizer died" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def stub_processes_parent(pid: int) -> list[int]:
+    """Child pids of `pid` (the tritonserver under gputok-serve)."""
+    kids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(d.name))
+    return kids
