@@ -105,3 +105,18 @@ def test_prepare_stub_env_sees_this_environment(tmp_path):
     report = te.check_stub_env(bin_dir, ("numpy", "gputok"))
     assert report["numpy"].startswith("1.")
     assert report["prefix"] == str(tmp_path / "stub")
+
+
+def test_port_with_only_time_wait_connections_is_free():
+    """Regression (issue 6): a server that just stopped leaves its closed connections in
+    TIME_WAIT on its port; restarting on that port must not be refused as "in use"."""
+    with socket.socket() as lst:
+        lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as tritonserver does
+        lst.bind(("127.0.0.1", 0))
+        lst.listen()
+        port = lst.getsockname()[1]
+        cli = socket.create_connection(("127.0.0.1", port))
+        conn, _ = lst.accept()
+        conn.close()  # the server side closes first: its end goes to TIME_WAIT
+        cli.close()
+    assert not te.port_in_use("127.0.0.1", port)

@@ -355,7 +355,12 @@ def ld_library_path(dist: TritonDist, report: dict, current: str | None = None) 
 
 
 def port_in_use(host: str, port: int) -> bool:
+    """True when something listens on (or holds) the port. SO_REUSEADDR, as Triton's own
+    listeners set it: without it, the connections a just-stopped server closed (TIME_WAIT, up
+    to 60 s) made a restart on the same port fail with "already in use" (issue 6,
+    tests/e2e/test_restart.py), although tritonserver itself could bind it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

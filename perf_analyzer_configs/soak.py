@@ -1,0 +1,413 @@
+#!/usr/bin/env python3
+"""Soak: perf_analyzer on the `ensemble` for a long time while we watch memory and descriptors.
+
+Starts a tritonserver (gputok._triton_env.TritonServer) on a temporary copy of
+model_repository/ with gpt2 switched to `--gpt2-config` (default `tiny`: 2 layers, random
+weights; GPT-2 124M on 2 CPU cores answers about 1 request/s, too slow to load the server),
+runs perf_analyzer (the `pa` wrapper) on `ensemble` at `--concurrency` for `--duration`
+seconds, and samples every `--sample-s` seconds, from /proc, the RSS and the open file
+descriptors of tritonserver and of each Python-backend stub, plus GPU memory used when
+nvidia-smi exists. After the first `--warmup-frac` of the run it computes growth
+(median of the last 3 samples over the median of the first 3 after warm-up). It passes when
+perf_analyzer succeeded, the server counted 0 failed inferences, RSS and GPU memory grew less
+than `--max-growth-pct` and the descriptor count did not grow (`--max-fd-growth`, default 0).
+
+Writes <out>/soak_samples.csv, <out>/soak_summary.json, <out>/soak.png and perf_analyzer's
+CSV and report (<out>/pa.csv, <out>/pa.csv.log). Exit code 0 when it passed, 1 otherwise.
+
+    python perf_analyzer_configs/soak.py                          # 300 s, concurrency 32
+    python perf_analyzer_configs/soak.py --duration 20 --concurrency 4 --out /tmp/soak
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+PA = HERE / "pa"
+sys.path.insert(0, str(HERE))
+
+
+def log(msg: str) -> None:
+    print(f"[soak] {time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
+
+
+def set_parameter(config: Path, key: str, value: str) -> None:
+    """Set a `parameters { key: ... }` string value in a config.pbtxt (our temporary copy)."""
+    text = config.read_text()
+    pat = re.compile(
+        rf'(parameters \{{ key: "{re.escape(key)}" value: \{{ string_value: ")[^"]*(" \}} \}})'
+    )
+    if not pat.search(text):
+        raise KeyError(f"{config}: no parameter {key}")
+    config.write_text(pat.sub(lambda m: m.group(1) + value + m.group(2), text))
+
+
+def make_repository(dst: Path, gpt2_config: str, torch_threads: str) -> Path:
+    repo = dst / "repo"
+    shutil.copytree(REPO / "model_repository", repo, ignore=shutil.ignore_patterns("__pycache__"))
+    set_parameter(repo / "gpt2" / "config.pbtxt", "model_config", gpt2_config)
+    set_parameter(repo / "gpt2" / "config.pbtxt", "torch_threads", torch_threads)
+    return repo
+
+
+# -- sampling -------------------------------------------------------------------------------
+def rss_kb(pid: int) -> int:
+    """VmRSS of one process in KiB (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def fd_count(pid: int) -> int:
+    """Open file descriptors of one process (-1 when it is gone or not ours to read)."""
+    try:
+        return len(list(Path(f"/proc/{pid}/fd").iterdir()))
+    except OSError:
+        return -1
+
+
+def gpu_used_mib() -> float | None:
+    """Memory used on all GPUs together (MiB), or None without nvidia-smi."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+        return float(sum(float(x) for x in out.split()))
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+class Sampler(threading.Thread):
+    """Samples {server, each stub} RSS and fds every `period` seconds until stopped."""
+
+    def __init__(self, procs: dict[str, int], period: float, t0: float) -> None:
+        super().__init__(daemon=True)
+        self.procs, self.period, self.t0 = procs, period, t0
+        self.rows: list[dict] = []
+        self.halt = threading.Event()
+
+    def sample(self) -> dict:
+        row: dict = {"t_s": round(time.monotonic() - self.t0, 2)}
+        for name, pid in self.procs.items():
+            row[f"rss_kb_{name}"] = rss_kb(pid)
+            row[f"fds_{name}"] = fd_count(pid)
+        row["rss_kb_total"] = sum(row[f"rss_kb_{n}"] for n in self.procs)
+        row["fds_total"] = sum(max(row[f"fds_{n}"], 0) for n in self.procs)
+        row["gpu_used_mib"] = gpu_used_mib()
+        return row
+
+    def run(self) -> None:
+        while True:
+            self.rows.append(self.sample())
+            if self.halt.wait(self.period):
+                self.rows.append(self.sample())
+                return
+
+
+def growth(rows: list[dict], key: str, start_s: float) -> dict:
+    """Growth of `key` after `start_s`: median of the last 3 samples over the first 3."""
+    vals = [r[key] for r in rows if r["t_s"] >= start_s and r[key] is not None]
+    if len(vals) < 2:
+        return {"samples": len(vals)}
+    k = min(3, len(vals) // 2)
+    first, last = statistics.median(vals[:k]), statistics.median(vals[-k:])
+    return {
+        "samples": len(vals),
+        "first": first,
+        "last": last,
+        "max": max(vals),
+        "growth": last - first,
+        "growth_pct": round(100.0 * (last - first) / first, 3) if first else None,
+    }
+
+
+def server_stats(http_url: str) -> dict[str, dict]:
+    """{model: {success, fail, executions}} from Triton's statistics endpoint."""
+    with urllib.request.urlopen(f"http://{http_url}/v2/models/stats", timeout=30) as r:
+        stats = json.load(r)
+    out = {}
+    for m in stats.get("model_stats", []):
+        s = m.get("inference_stats", {})
+        out[m["name"]] = {
+            "success": int(s.get("success", {}).get("count", 0)),
+            "fail": int(s.get("fail", {}).get("count", 0)),
+            "executions": int(m.get("execution_count", 0)),
+        }
+    return out
+
+
+def plot(rows: list[dict], names: list[str], warm_s: float, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [r["t_s"] for r in rows]
+    gpu = any(r["gpu_used_mib"] is not None for r in rows)
+    fig, axes = plt.subplots(3 if gpu else 2, 1, figsize=(9, 8 if gpu else 6), sharex=True)
+    for n in [*names, "total"]:
+        axes[0].plot(t, [r[f"rss_kb_{n}"] / 1024 for r in rows], label=n)
+        axes[1].plot(t, [r[f"fds_{n}"] for r in rows], label=n)
+    axes[0].set_ylabel("RSS (MiB)")
+    axes[1].set_ylabel("open fds")
+    if gpu:
+        axes[2].plot(t, [r["gpu_used_mib"] or 0 for r in rows], label="GPU used")
+        axes[2].set_ylabel("GPU memory (MiB)")
+    for ax in axes:
+        ax.axvline(warm_s, color="grey", linestyle="--", linewidth=1)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, ncol=3)
+    axes[1].legend(fontsize=8, ncol=3)
+    axes[-1].set_xlabel("seconds since perf_analyzer started (dashed: end of warm-up)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+# -- the run --------------------------------------------------------------------------------
+def run_soak(
+    duration_s: float = 300.0,
+    concurrency: int = 32,
+    out: Path = HERE / "results" / "soak",
+    protocol: str = "grpc",
+    inputs: str = "ens_128",
+    gpt2_config: str = "tiny",
+    torch_threads: str = "1",
+    sample_s: float = 5.0,
+    warmup_frac: float = 0.2,
+    max_growth_pct: float = 5.0,
+    max_fd_growth: int = 0,
+    png: bool = True,
+) -> dict:
+    """Run one soak; return the summary (also written to out/soak_summary.json)."""
+    from _common import input_file, warm_up
+
+    from gputok._triton_env import ServerOptions, TritonServer, free_port, stub_processes
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = input_file(inputs)
+    tmp = Path(tempfile.mkdtemp(prefix="gputok-soak-"))
+    keep_tmp = False
+    summary: dict = {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.node()}, {platform.machine()}, {_cores()} cores",
+        "command": " ".join(sys.argv) if Path(sys.argv[0]).name == "soak.py" else None,
+        "duration_s": duration_s,
+        "concurrency": concurrency,
+        "protocol": protocol,
+        "inputs": inputs,
+        "gpt2_config": gpt2_config,
+        "torch_threads": torch_threads,
+        "sample_s": sample_s,
+        "warmup_frac": warmup_frac,
+    }
+    try:
+        repo = make_repository(tmp, gpt2_config, torch_threads)
+        ports = set()
+        while len(ports) < 3:
+            ports.add(free_port())
+        http, grpc, metrics = sorted(ports)
+        srv = TritonServer(
+            ServerOptions(
+                model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics
+            ),
+            need=("numpy", "gputok", "torch", "transformers"),
+            log_path=tmp / "tritonserver.log",
+        )
+        log(f"starting tritonserver (gpt2 {gpt2_config}) on {repo}")
+        srv.start()
+        try:
+            srv.wait_ready(timeout=300)
+            urls = {"http": srv.http_url, "grpc": srv.grpc_url}
+            log(f"ready: http {srv.http_url}, grpc {srv.grpc_url}")
+            warm_up(urls, ["ensemble"], inputs, n=4)
+            procs = {"server": srv.proc.pid}
+            for pid, model in sorted(stub_processes(srv.proc.pid).items()):
+                procs[f"stub_{model}"] = pid
+            summary["processes"] = procs
+            before = server_stats(srv.http_url)
+
+            # perf_analyzer keeps going until 3 windows are "stable"; -s 999 makes any 3
+            # stable, so 3 windows of duration/3 give the whole soak as one run.
+            window_ms = max(1000, int(duration_s * 1000 / 3))
+            csv_path = out / "pa.csv"
+            cmd = [
+                str(PA),
+                "-m",
+                "ensemble",
+                "-i",
+                protocol,
+                "-u",
+                urls[protocol],
+                f"--input-data={data}",
+                f"--concurrency-range={concurrency}",
+                f"--measurement-interval={window_ms}",
+                "--stability-percentage=999",
+                "--max-trials=3",
+                "--percentile=99",
+                "-f",
+                str(csv_path),
+                "--verbose-csv",
+            ]
+            summary["perf_analyzer"] = " ".join(cmd)
+            t0 = time.monotonic()
+            sampler = Sampler(procs, sample_s, t0)
+            sampler.start()
+            log(f"perf_analyzer: ensemble, concurrency {concurrency}, {duration_s:.0f} s")
+            with open(str(csv_path) + ".log", "w") as f:
+                f.write(" ".join(cmd) + "\n")
+                f.flush()
+                rc = subprocess.run(
+                    cmd,
+                    stdout=f,
+                    stderr=subprocess.STDOUT,
+                    check=False,
+                    timeout=duration_s * 3 + 120,
+                ).returncode
+            sampler.halt.set()
+            sampler.join()
+            elapsed = time.monotonic() - t0
+            after = server_stats(srv.http_url)
+        finally:
+            code = srv.stop()
+            summary["server_exit_code"] = code
+            if code not in (0, None):
+                keep_tmp = True
+                log(f"server exit code {code}; log kept: {tmp / 'tritonserver.log'}")
+    finally:
+        if not keep_tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    rows = sampler.rows
+    names = list(procs)
+    report = (Path(str(csv_path) + ".log")).read_text()
+    summary.update(_pa_numbers(report, csv_path))
+    summary["perf_analyzer_rc"] = rc
+    summary["elapsed_s"] = round(elapsed, 1)
+    summary["server_stats"] = {
+        m: {k: after[m][k] - before.get(m, {}).get(k, 0) for k in after[m]} for m in after
+    }
+    summary["failed_requests"] = sum(v["fail"] for v in summary["server_stats"].values())
+    warm_s = warmup_frac * elapsed
+    summary["warmup_s"] = round(warm_s, 1)
+    summary["rss_kb"] = {n: growth(rows, f"rss_kb_{n}", warm_s) for n in [*names, "total"]}
+    summary["fds"] = {n: growth(rows, f"fds_{n}", warm_s) for n in [*names, "total"]}
+    summary["gpu_used_mib"] = growth(rows, "gpu_used_mib", warm_s)
+    summary["samples"] = len(rows)
+    rss_pct = summary["rss_kb"]["total"].get("growth_pct")
+    gpu_pct = summary["gpu_used_mib"].get("growth_pct")
+    fd_growth = summary["fds"]["total"].get("growth")
+    checks = {
+        "perf_analyzer_ok": rc == 0,
+        "no_failed_requests": summary["failed_requests"] == 0 and not summary.get("pa_errors"),
+        "rss_growth_ok": rss_pct is not None and rss_pct < max_growth_pct,
+        "gpu_growth_ok": gpu_pct is None or gpu_pct < max_growth_pct,
+        "fd_growth_ok": fd_growth is not None and fd_growth <= max_fd_growth,
+    }
+    summary["checks"] = checks
+    summary["passed"] = all(checks.values())
+
+    fields = ["t_s", *[f"rss_kb_{n}" for n in names], "rss_kb_total"]
+    fields += [*[f"fds_{n}" for n in names], "fds_total", "gpu_used_mib"]
+    with open(out / "soak_samples.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    (out / "soak_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if png:
+        title = (
+            f"gputok soak: ensemble (gpt2 {gpt2_config}), concurrency {concurrency}, "
+            f"{elapsed:.0f} s, {summary['date_utc']}"
+        )
+        plot(rows, names, warm_s, out / "soak.png", title)
+    log(
+        f"{'PASS' if summary['passed'] else 'FAIL'}: {summary.get('requests', '?')} requests "
+        f"({summary.get('throughput', '?')} infer/s), failed {summary['failed_requests']}, "
+        f"RSS growth {rss_pct}%, fd growth {fd_growth}, GPU growth {gpu_pct}; {out}"
+    )
+    return summary
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _pa_numbers(report: str, csv_path: Path) -> dict:
+    """Request count, throughput, p99 latency and any error lines from perf_analyzer."""
+    out: dict = {}
+    counts = re.findall(r"Request count: (\d+)", report)
+    if counts:
+        out["requests"] = int(counts[0])  # the first block is the ensemble's own client side
+    m = re.search(r"Concurrency: \d+, throughput: ([\d.]+) infer/sec", report)
+    if m:
+        out["throughput"] = float(m.group(1))
+    m = re.search(r"p99 latency: (\d+) usec", report)
+    if m:
+        out["p99_latency_us"] = int(m.group(1))
+    errors = [ln for ln in report.splitlines() if re.search(r"error|failed", ln, re.I)]
+    out["pa_errors"] = errors[:10]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--duration", type=float, default=300.0, help="seconds (default 300)")
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--protocol", default="grpc", choices=["grpc", "http"])
+    p.add_argument("--inputs", default="ens_128", help="perf_analyzer_configs/inputs/<name>.json")
+    p.add_argument("--gpt2-config", default="tiny", help="gpt2 model_config: tiny | gpt2")
+    p.add_argument("--torch-threads", default="1", help="gpt2 torch_threads (0 = torch's)")
+    p.add_argument("--sample-s", type=float, default=5.0, help="seconds between samples")
+    p.add_argument("--warmup-frac", type=float, default=0.2, help="growth is measured after it")
+    p.add_argument("--max-growth-pct", type=float, default=5.0)
+    p.add_argument("--max-fd-growth", type=int, default=0)
+    p.add_argument("--out", type=Path, default=HERE / "results" / "soak")
+    a = p.parse_args(argv)
+    s = run_soak(
+        duration_s=a.duration,
+        concurrency=a.concurrency,
+        out=a.out,
+        protocol=a.protocol,
+        inputs=a.inputs,
+        gpt2_config=a.gpt2_config,
+        torch_threads=a.torch_threads,
+        sample_s=a.sample_s,
+        warmup_frac=a.warmup_frac,
+        max_growth_pct=a.max_growth_pct,
+        max_fd_growth=a.max_fd_growth,
+    )
+    return 0 if s["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

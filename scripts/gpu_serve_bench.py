@@ -1,0 +1,143 @@
+"""Serving benchmark on a GPU machine: our tokenizer vs the TRT-LLM-style baselines, and 1 vs 2
+GPUs (issues 5 and 7), with perf_analyzer, in one call.
+
+The GPU image has no tritonclient and numpy 2, so everything travels (docs/serving.md's
+recipe): the slim nvidia-pytriton server, a numpy 1.26.4 wheel for the stub environment and a
+folder with perf_analyzer, libb64.so.0d and libcudart.so.12. Inputs are cut from the Python
+standard library's sources (no corpus needs to travel) and sized with tiktoken.
+
+For each GPU setting (CUDA_VISIBLE_DEVICES), one server serves `tokenizer` (KIND_AUTO: one
+instance per visible GPU) and the baselines `preprocessing_hf`, `preprocessing_tiktoken`;
+perf_analyzer (gRPC) measures every model at each (input size, concurrency). Writes
+results.json and a markdown table to --out.
+
+    python3 scripts/gpu_serve_bench.py --out $OUT --wheels DIR --pa DIR --gputok-site DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINES = ROOT / "perf_analyzer_configs" / "baseline_repository"
+MODELS = ("tokenizer", "preprocessing_hf", "preprocessing_tiktoken")
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def inputs(out: Path) -> dict[str, Path]:
+    from gpu_serve_check import reference
+
+    enc = reference()
+    text = "".join(
+        f.read_text(errors="replace")
+        for f in sorted(Path(json.__file__).parent.parent.glob("*.py"))
+    ).replace("<|endoftext|>", "")
+    ids = enc.encode_ordinary(text)
+    files = {}
+    for name, n in (("128", 128), ("4k", 4096)):
+        rows = [enc.decode(ids[i : i + n]) for i in range(0, 64 * n, n)]
+        path = out / f"in_{name}.json"
+        path.write_text(json.dumps({"data": [{"QUERY": [r]} for r in rows]}))
+        files[name] = path
+    return files
+
+
+def perf(pa: Path, url: str, model: str, data: Path, conc: int, csv_path: Path) -> dict:
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{pa}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    cmd = [
+        str(pa / "perf_analyzer"), "-m", model, "-i", "grpc", "-u", url,
+        f"--input-data={data}", f"--concurrency-range={conc}", "--percentile=99",
+        "--measurement-interval=2000", "--stability-percentage=999", "--max-trials=3",
+        "-f", str(csv_path), "--verbose-csv",
+    ]  # fmt: skip
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    if r.returncode != 0:
+        return {"error": (r.stdout + r.stderr)[-600:]}
+    row = next(csv.DictReader(csv_path.open()))
+    return {
+        "infer_per_s": float(row["Inferences/Second"]),
+        "p50_ms": float(row["p50 latency"]) / 1e3,
+        "p99_ms": float(row["p99 latency"]) / 1e3,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--wheels", required=True)
+    ap.add_argument("--pa", type=Path, required=True)
+    ap.add_argument("--gputok-site", required=True)
+    ap.add_argument("--gpus", default="0,1")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    from gputok._triton_env import ServerOptions, TritonServer, free_port, prepare_stub_env
+
+    stub_bin = prepare_stub_env(
+        Path("/tmp/gputok-stub-env"),
+        sys.executable,
+        extra_site_dirs=[args.gputok_site],
+        pip_args=["--no-index", "--find-links", args.wheels],
+    )
+    data = inputs(args.out)
+    repo = Path("/tmp/gputok-serve-bench")
+    shutil.rmtree(repo, ignore_errors=True)
+    repo.mkdir()
+    shutil.copytree(ROOT / "model_repository" / "tokenizer", repo / "tokenizer")
+    gpus = args.gpus.split(",")
+    settings = [",".join(gpus[:k]) for k in range(1, len(gpus) + 1)]
+    results = []
+    for visible in settings:
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible
+        ports = set()
+        while len(ports) < 3:
+            ports.add(free_port())
+        http, grpc, metrics = sorted(ports)
+        server = TritonServer(
+            ServerOptions(
+                model_repository=repo,
+                http_port=http,
+                grpc_port=grpc,
+                metrics_port=metrics,
+                extra_args=[
+                    f"--model-repository={BASELINES}",
+                    "--exit-on-error=false",
+                    "--strict-readiness=false",
+                ],
+            ),
+            stub_env=stub_bin.parent,
+            need=("numpy", "gputok"),
+            log_path=args.out / f"server_{visible.replace(',', '')}.log",
+        )
+        server.start()
+        try:
+            server.wait_ready(300)
+            for size, conc, models in (
+                ("4k", 64, MODELS if visible == settings[-1] else ("tokenizer",)),
+                ("128", 16, MODELS if visible == settings[-1] else ("tokenizer",)),
+            ):
+                for model in models:
+                    t0 = time.time()
+                    r = perf(
+                        args.pa, server.grpc_url, model, data[size], conc,
+                        args.out / f"{model}_{size}_c{conc}_{len(visible.split(','))}gpu.csv",
+                    )  # fmt: skip
+                    r.update(model=model, size=size, concurrency=conc, gpus=visible)
+                    r["wall_s"] = round(time.time() - t0, 1)
+                    results.append(r)
+                    print(json.dumps(r), flush=True)
+        finally:
+            server.stop()
+    (args.out / "serve_results.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Fault (issue 6; docs/reliability.md): the server restarts while `gputok-client tokenize --file`
+sends a big file. The CLI must either finish with exactly tiktoken's ids of the whole file, or
+exit non-zero with a clear message, and never leave a file at the output path (nor a
+`.partial` temporary) that could pass for a complete result.
+
+Runs its own `gputok-serve` (tokenizer only) on free ports, so the session server is never
+disturbed. The client is throttled (2 KiB pieces, one per request, one thread: about 2,000
+sequential requests, 5 s or more on 2 cores) and the stop is sent as soon as the server's
+statistics show 20 inferences, so the restart lands mid-run however loaded the machine is.
+
+Triton drains on SIGTERM: it keeps serving an open HTTP keep-alive connection until the
+client closes it or `--exit-timeout-secs` (30 s by default) runs out, so with the default a
+client that is already connected simply finishes (measured 2026-11-22: 4.2 MB went through
+while the server was "stopping"). To cut the client off mid-run in a short test we pass
+`--exit-timeout-secs=2` to tritonserver (gputok-serve forwards arguments after `--`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _start_serve(repo: Path, ports: tuple[int, int, int], log: Path) -> subprocess.Popen:
+    http, grpc, metrics = ports
+    cmd = [sys.executable, "-m", "gputok.serve", "--model-repository", str(repo)]
+    cmd += ["--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
+    cmd += ["--", "--exit-timeout-secs=2"]
+    with open(log, "ab") as f:
+        return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+
+
+def _wait_ready(proc: subprocess.Popen, http: int, log: Path, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"gputok-serve exited {proc.returncode}:\n{log.read_text()}"
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{http}/v2/models/tokenizer/ready", timeout=2
+            ):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"server not ready after {timeout} s:\n{log.read_text()}")
+
+
+def _inferences(http: int) -> int:
+    try:
+        url = f"http://127.0.0.1:{http}/v2/models/tokenizer/stats"
+        with urllib.request.urlopen(url, timeout=2) as r:
+            stats = json.load(r)["model_stats"][0]["inference_stats"]
+        return int(stats["success"]["count"])
+    except (OSError, KeyError, IndexError, ValueError):
+        return 0
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("retries", [10, 0], ids=["retries", "no-retries"])
+def test_cli_survives_server_restart_or_fails_cleanly(tmp_path, ref, retries):
+    from corpus_fixture import load_corpus
+    from gputok._triton_env import free_port
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copytree(
+        REPO / "model_repository" / "tokenizer",
+        repo / "tokenizer",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    ports: set[int] = set()
+    while len(ports) < 3:
+        ports.add(free_port())
+    http, grpc, metrics = sorted(ports)
+    text = "".join(load_corpus("ci"))  # about 4.2 MB
+    big = tmp_path / "big.txt"
+    big.write_text(text, encoding="utf-8")
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    out = outdir / "ids.npy"
+    log = tmp_path / "serve.log"
+
+    server = _start_serve(repo, (http, grpc, metrics), log)
+    client = None
+    try:
+        _wait_ready(server, http, log)
+        # Backoff 0.5, 1, 2, 4, 8, 8, ... s: 10 retries wait 55 s, longer than a restart
+        # (about 15 s on the loaded 2-core machine).
+        cmd = [sys.executable, "-m", "gputok_client", "--url", f"127.0.0.1:{http}"]
+        cmd += ["--retries", str(retries), "--timeout", "30", "tokenize", "--file", str(big)]
+        cmd += ["-o", str(out), "--chunk-bytes", "2048", "--rows-per-request", "1"]
+        cmd += ["--concurrency", "1", "--no-progress"]
+        client = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while _inferences(http) < 20:
+            assert client.poll() is None, client.communicate()
+            assert time.monotonic() < deadline, "the client sent nothing in 60 s"
+            time.sleep(0.05)
+        assert client.poll() is None, "the client finished before the restart; throttle it more"
+        _stop(server)  # SIGTERM: Triton drains for 2 s, then cuts the client off
+        stopped_with_client_running = client.poll() is None
+        server = _start_serve(repo, (http, grpc, metrics), log)
+        _wait_ready(server, http, log)
+        stdout, stderr = client.communicate(timeout=120)
+        after_restart = _inferences(http)  # what the restarted server answered
+    finally:
+        if client is not None and client.poll() is None:
+            client.kill()
+            client.wait()
+        _stop(server)
+
+    leftovers = sorted(p.name for p in outdir.iterdir() if p != out)
+    assert not leftovers, f"temporary files left behind: {leftovers}"
+    if client.returncode == 0:
+        want = ref.encode_ordinary(text)
+        assert len(want) > 0, "reference returned empty ids"
+        got = np.load(out)
+        assert got.dtype == np.int32
+        assert got.tolist() == want
+        assert after_restart > 0, "the client never reached the restarted server"
+    else:
+        # A clear message, a non-zero code, and no output that could pass for complete.
+        assert not out.exists(), "a failed run left output at the output path"
+        assert client.returncode in (2, 3), (client.returncode, stderr)
+        assert stderr.startswith("gputok-client: error: tokenizer:"), stderr
+    if retries == 0:  # without retries the cut-off must show as a failure, not pass silently
+        assert client.returncode != 0, stderr
+    # The server really was stopped while the client was running (else the test proved nothing).
+    assert stopped_with_client_running, (client.returncode, stderr)
+    tail = stderr.strip()[-300:]
+    print(f"retries {retries}: rc {client.returncode}, restarted server answered {after_restart}")
+    print(f"  stderr: {tail}")
