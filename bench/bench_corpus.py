@@ -49,6 +49,8 @@ for p in (REPO / "bench", REPO / "tests"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+from _common import cpu_model, ncores  # noqa: E402
+
 RESULTS = REPO / "bench" / "results"
 DOCS = REPO / "docs" / "benchmarks.md"
 SECTION = "## Corpus tokenization"
@@ -59,22 +61,8 @@ def log(msg: str) -> None:
     print(f"[bench_corpus {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def ncores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def machine() -> dict:
-    cpu = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model("?")
     gpus = []
     try:
         out = subprocess.run(

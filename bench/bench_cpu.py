@@ -55,6 +55,8 @@ for p in (REPO / "bench", REPO / "tests"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+from _common import cpu_model, ncores, replace_section  # noqa: E402
+
 LENGTHS = (256, 1024, 4096, 16384, 131072)
 TOKENIZERS = ("tiktoken", "hf", "gigatoken", "gputok", "gputok-lists")
 RESULTS = REPO / "bench" / "results"
@@ -65,22 +67,8 @@ def log(msg: str) -> None:
     print(f"[bench_cpu {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def ncores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def machine_info() -> dict:
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     mem = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -496,23 +484,7 @@ def markdown(report: dict) -> str:
 
 
 def write_docs(md: str, heading: str) -> None:
-    text = (
-        DOCS.read_text()
-        if DOCS.is_file()
-        else "# Benchmarks\n\nEvery figure carries date, machine and command.\n"
-    )
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, ln in enumerate(lines) if ln.rstrip("\n") == heading), None)
-    if start is None:
-        new = text.rstrip("\n") + "\n\n" + md
-    else:
-        end = next(
-            (j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines)
-        )
-        new = (
-            "".join(lines[:start]) + md + ("\n" if end < len(lines) else "") + "".join(lines[end:])
-        )
-    DOCS.write_text(new)
+    replace_section(md, heading, DOCS)
     log(f"updated {DOCS.relative_to(REPO)} ({heading})")
 
 

@@ -36,6 +36,7 @@ NCPU = os.cpu_count() or 1
 os.environ.setdefault("RAYON_NUM_THREADS", str(NCPU))
 
 import numpy as np  # noqa: E402
+from _common import replace_section  # noqa: E402
 
 import gputok  # noqa: E402
 from references import gigatoken_gpt2, hf_gpt2, tiktoken_gpt2  # noqa: E402
@@ -285,23 +286,7 @@ def write_docs(from_dir: Path, notes: str = "") -> None:
         md += "\n![GPU latency](gpu_latency.png)\n"
     if notes:
         md += "\n" + notes.rstrip("\n") + "\n"
-    text = (
-        DOCS.read_text()
-        if DOCS.is_file()
-        else "# Benchmarks\n\nEvery figure carries date, machine and command.\n"
-    )
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, ln in enumerate(lines) if ln.rstrip("\n") == DOCS_HEADING), None)
-    if start is None:
-        new = text.rstrip("\n") + "\n\n" + md
-    else:
-        end = next(
-            (j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines)
-        )
-        new = (
-            "".join(lines[:start]) + md + ("\n" if end < len(lines) else "") + "".join(lines[end:])
-        )
-    DOCS.write_text(new)
+    replace_section(md, DOCS_HEADING, DOCS)
     log(f"updated {DOCS.relative_to(REPO)}")
 
 
