@@ -184,7 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         with c:
             return args.fn(c, args)
     except ClientError as e:
-        print(f"gputok-client: error: {e}", file=sys.stderr)
+        # Output is written only after every request succeeded (and atomically), so say so:
+        # a failed run must not be mistaken for a short result.
+        wrote = f"; nothing written to {args.output}" if getattr(args, "output", None) else ""
+        print(f"gputok-client: error: {e}{wrote}", file=sys.stderr)
         return 3 if e.retryable else 2
     except (OSError, ValueError) as e:
         print(f"gputok-client: error: {e}", file=sys.stderr)

@@ -133,15 +133,21 @@ class GputokClient:
         if self.protocol == "grpc":
             kw["client_timeout"] = self.timeout_s
         req_out = [self.m.InferRequestedOutput(o) for o in outputs]
-        delay = 0.5
+        delay, t0 = 0.5, time.monotonic()
         for attempt in range(self.retries + 1):
             try:
                 r = self._client().infer(model, inputs, outputs=req_out, **kw)
                 return {o: r.as_numpy(o) for o in outputs}
             except Exception as e:  # noqa: BLE001 - tritonclient raises several types
                 retry = _is_retryable(e)
-                if not retry or attempt == self.retries:
-                    raise ClientError(f"{model}: {e}", retryable=retry) from e
+                if not retry:
+                    raise ClientError(f"{model}: {e}") from e
+                if attempt == self.retries:
+                    raise ClientError(
+                        f"{model}: server {self.url} unreachable after {self.retries} "
+                        f"retries ({time.monotonic() - t0:.1f} s): {e}",
+                        retryable=True,
+                    ) from e
                 self._local.client = None  # reconnect
                 time.sleep(delay)
                 delay = min(delay * 2, 8.0)

@@ -99,7 +99,15 @@ bool cuda_available(std::string* why) {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    if (why) *why = std::string("no CUDA device: ") + cudaGetErrorString(e);
+    if (why) {
+      // Without an NVIDIA driver the runtime reports "insufficient driver", which reads as if
+      // an upgrade would help; say what is actually missing.
+      int driver = 0;
+      const bool no_driver = e == cudaErrorInsufficientDriver &&
+                             cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0;
+      *why = no_driver ? std::string("no CUDA device: no NVIDIA driver is installed")
+                       : std::string("no CUDA device: ") + cudaGetErrorString(e);
+    }
     return false;
   }
   if (count == 0) {
