@@ -4,7 +4,7 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup build lint format audit test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick perf-inputs perf-concurrency perf-rate perf-protocols perf-ensemble perf-report serve gpu-check unicode-tables gpt2-files clean
+.PHONY: help setup build lint format audit test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick perf-inputs perf-concurrency perf-rate perf-protocols perf-ensemble perf-report soak serve gpu-check unicode-tables gpt2-files clean
 
 help:
 	@echo "make setup      venv, system and Python deps, build (idempotent)"
@@ -12,6 +12,7 @@ help:
 	@echo "make audit      pip-audit of the pinned requirements (docs/security.md)"
 	@echo "make test-fast  the suite without slow and end-to-end tests;  make test-e2e  only those"
 	@echo "make perf-concurrency | perf-rate | perf-protocols | perf-ensemble | perf-report  perf_analyzer scenarios (docs/perf_analyzer.md)"
+	@echo "make soak       5-minute perf_analyzer soak of the ensemble, c=32: RSS, fds (docs/reliability.md)"
 	@echo "make serve      set-up, then tritonserver on 127.0.0.1 with model_repository/"
 	@echo "make bench      CPU benchmark vs tiktoken, HF, gigatoken -> docs/benchmarks.md"
 	@echo "make bench-corpus  corpus tokenization (Dask) vs gigatoken -> docs/benchmarks.md"
@@ -74,6 +75,9 @@ perf-ensemble: setup
 
 perf-report: setup
 	$(PY) perf_analyzer_configs/report.py
+
+soak: setup
+	$(PY) perf_analyzer_configs/soak.py $(SOAK_ARGS)
 
 serve: setup
 	$(PY) -m gputok.serve $(SERVE_ARGS)

@@ -13,6 +13,13 @@ client closes it or `--exit-timeout-secs` (30 s by default) runs out, so with th
 client that is already connected simply finishes (measured 2026-11-22: 4.2 MB went through
 while the server was "stopping"). To cut the client off mid-run in a short test we pass
 `--exit-timeout-secs=1` to tritonserver (gputok-serve forwards arguments after `--`).
+
+Two runs: with `--retries 10` the client waits out the restart (backoff 0.5, 1, 2, 4, 8 s...)
+and must produce tiktoken's ids, with the restarted server having answered part of the file;
+with `--retries 0` it must exit 3 with "server ... unreachable after 0 retries ...; nothing
+written to ...". The first restart on the same ports also pinned a gputok-serve bug: its
+port check refused ports that only had TIME_WAIT connections of the stopped server
+(`tests/test_triton_env.py::test_port_with_only_time_wait_connections_is_free`).
 """
 
 from __future__ import annotations
