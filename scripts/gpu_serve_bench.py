@@ -76,6 +76,7 @@ def main() -> int:
     ap.add_argument("--pa", type=Path, required=True)
     ap.add_argument("--gputok-site", required=True)
     ap.add_argument("--gpus", default="0,1")
+    ap.add_argument("--quick", action="store_true", help="only our tokenizer at 4K tokens, c64")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from gputok._triton_env import ServerOptions, TritonServer, free_port, prepare_stub_env
@@ -106,7 +107,9 @@ def main() -> int:
                 http_port=http,
                 grpc_port=grpc,
                 metrics_port=metrics,
-                extra_args=[
+                extra_args=[]
+                if args.quick
+                else [
                     f"--model-repository={BASELINES}",
                     "--exit-on-error=false",
                     "--strict-readiness=false",
@@ -119,10 +122,12 @@ def main() -> int:
         server.start()
         try:
             server.wait_ready(300)
-            for size, conc, models in (
-                ("4k", 64, MODELS if visible == settings[-1] else ("tokenizer",)),
-                ("128", 16, MODELS if visible == settings[-1] else ("tokenizer",)),
-            ):
+            last = visible == settings[-1] and not args.quick
+            # quick (the 1 -> 2 GPU scaling run): concurrency 128 keeps both instances busy
+            points = [("4k", 128 if args.quick else 64, MODELS if last else ("tokenizer",))]
+            if not args.quick:
+                points.append(("128", 16, MODELS if last else ("tokenizer",)))
+            for size, conc, models in points:
                 for model in models:
                     t0 = time.time()
                     r = perf(
