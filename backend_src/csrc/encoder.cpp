@@ -318,17 +318,6 @@ void Encoder::encode_segment(Worker& w, std::string_view text, std::vector<int32
   }
 }
 
-void Encoder::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
-  Worker* w = acquire();
-  try {
-    encode_segment(*w, text, out);
-  } catch (...) {
-    release(w);
-    throw;
-  }
-  release(w);
-}
-
 void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
                          std::vector<int32_t>& out) const {
   if (text.bytes.size() > 4 * kChunkBytes) {

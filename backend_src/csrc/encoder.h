@@ -98,9 +98,6 @@ class Encoder {
   void encode_one(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
                   std::vector<int32_t>& out) const;
 
-  // Tokens of one ordinary segment (valid UTF-8, no specials): the CPU twin of the GPU path.
-  void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
-
  private:
   struct Unit;
   struct Prepared;
