@@ -210,12 +210,11 @@ class Core {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "gputok native core (C++17, optional CUDA)";
 
-  auto vocab_error = py::register_exception<VocabError>(m, "VocabError", PyExc_ValueError);
+  py::register_exception<VocabError>(m, "VocabError", PyExc_ValueError);
   py::register_exception<DeviceMemoryError>(m, "DeviceMemoryError", PyExc_MemoryError);
   py::register_exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
   py::register_exception<Utf8Error>(m, "Utf8Error", PyExc_ValueError);
   py::register_exception<DisallowedSpecialError>(m, "DisallowedSpecialError", PyExc_ValueError);
-  (void)vocab_error;
 
   m.def("cuda_available", [] {
     std::string why;
