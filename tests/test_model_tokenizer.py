@@ -186,3 +186,14 @@ def test_device_memory_error_is_internal():
     assert issubclass(gputok.DeviceMemoryError, MemoryError)
     assert m.error_code_for(gputok.DeviceMemoryError("pool cap")) == "INTERNAL"
     assert m.error_code_for(ValueError("bad")) == "INVALID_ARG"
+
+
+@pytest.mark.parametrize("start,end", [(0, 0), (0, 1), (3, 10), (7, 7)])
+def test_pad_rows_single_row_fast_path_equals_general(start, end):
+    ids = np.arange(20, dtype=np.int32) + 100
+    out, lens = m.pad_rows(ids, np.array([start, end]), 50256)
+    # the general path, through a two-row call whose first row is empty
+    out2, lens2 = m.pad_rows(ids, np.array([start, start, end]), 50256)
+    assert out.dtype == np.int32 and lens.dtype == np.int32
+    assert out.tolist() == out2[1:, : end - start].tolist()
+    assert lens.tolist() == [[end - start]] == lens2[1:].tolist()

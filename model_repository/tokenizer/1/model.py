@@ -173,6 +173,9 @@ def pad_rows(ids: np.ndarray, offsets: np.ndarray, pad_id: int) -> tuple[np.ndar
     is comparable to tokenizing the rows.
     """
     offsets = np.asarray(offsets, dtype=np.int64)
+    if offsets.shape[0] == 2:  # one row, the usual request: no padding, no scatter (~10 us less)
+        row = np.array(ids[offsets[0] : offsets[1]], dtype=np.int32).reshape(1, -1)
+        return row, np.array([[row.shape[1]]], dtype=np.int32)
     lengths = np.diff(offsets)
     n = lengths.shape[0]
     width = int(lengths.max()) if n else 0
