@@ -72,7 +72,7 @@ def server(args) -> Iterator[dict]:
     if args.server_url_http or args.server_url_grpc:
         yield {"http": args.server_url_http, "grpc": args.server_url_grpc}
         return
-    from gputok._triton_env import ServerOptions, TritonServer, free_port
+    from gputok._triton_env import ServerOptions, TritonServer, free_ports
     from references import gpt2_files
 
     gpt2_files()  # preprocessing_hf reads <repo>/.cache/gpt2; regenerated offline if missing
@@ -86,10 +86,7 @@ def server(args) -> Iterator[dict]:
                 repo / "tokenizer",
                 ignore=shutil.ignore_patterns("__pycache__"),
             )
-        ports = set()
-        while len(ports) < 3:
-            ports.add(free_port())
-        http, grpc, metrics = sorted(ports)
+        http, grpc, metrics = free_ports(3)
         # env_report checks numpy/torch/transformers/gputok only; the baselines also need
         # tiktoken and tokenizers, and the stub uses this Python's environment (numpy 1.x).
         import tiktoken  # noqa: F401

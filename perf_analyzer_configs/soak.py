@@ -216,7 +216,7 @@ def run_soak(
     """Run one soak; return the summary (also written to out/soak_summary.json)."""
     from _common import input_file, warm_up
 
-    from gputok._triton_env import ServerOptions, TritonServer, free_port, stub_processes
+    from gputok._triton_env import ServerOptions, TritonServer, free_ports, stub_processes
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -238,10 +238,7 @@ def run_soak(
     }
     try:
         repo = make_repository(tmp, gpt2_config, torch_threads)
-        ports = set()
-        while len(ports) < 3:
-            ports.add(free_port())
-        http, grpc, metrics = sorted(ports)
+        http, grpc, metrics = free_ports(3)
         srv = TritonServer(
             ServerOptions(
                 model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics

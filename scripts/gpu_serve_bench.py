@@ -79,7 +79,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="only our tokenizer at 4K tokens, c64")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    from gputok._triton_env import ServerOptions, TritonServer, free_port, prepare_stub_env
+    from gputok._triton_env import ServerOptions, TritonServer, free_ports, prepare_stub_env
 
     stub_bin = prepare_stub_env(
         Path("/tmp/gputok-stub-env"),
@@ -97,10 +97,7 @@ def main() -> int:
     results = []
     for visible in settings:
         os.environ["CUDA_VISIBLE_DEVICES"] = visible
-        ports = set()
-        while len(ports) < 3:
-            ports.add(free_port())
-        http, grpc, metrics = sorted(ports)
+        http, grpc, metrics = free_ports(3)
         server = TritonServer(
             ServerOptions(
                 model_repository=repo,

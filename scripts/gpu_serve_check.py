@@ -78,7 +78,7 @@ def main() -> int:
     ap.add_argument("--stub-env", type=Path, default=Path("/tmp/gputok-stub-env"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    from gputok._triton_env import ServerOptions, TritonServer, free_port, prepare_stub_env
+    from gputok._triton_env import ServerOptions, TritonServer, free_ports, prepare_stub_env
 
     summary: dict = {}
     t0 = time.time()
@@ -91,10 +91,7 @@ def main() -> int:
     repo = Path("/tmp/gputok-gpu-repo")
     shutil.rmtree(repo, ignore_errors=True)
     shutil.copytree(ROOT / "model_repository", repo)
-    ports = set()
-    while len(ports) < 3:
-        ports.add(free_port())
-    http, grpc, metrics = sorted(ports)
+    http, grpc, metrics = free_ports(3)
     log = args.out / "tritonserver.log"
     server = TritonServer(
         ServerOptions(model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics),

@@ -120,3 +120,9 @@ def test_port_with_only_time_wait_connections_is_free():
         conn.close()  # the server side closes first: its end goes to TIME_WAIT
         cli.close()
     assert not te.port_in_use("127.0.0.1", port)
+
+
+def test_free_ports_distinct_and_sorted():
+    ports = te.free_ports(3)
+    assert len(set(ports)) == 3 and ports == sorted(ports)
+    assert not any(te.port_in_use("127.0.0.1", p) for p in ports)

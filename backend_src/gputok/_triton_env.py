@@ -374,6 +374,14 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int = 3, host: str = "127.0.0.1") -> list[int]:
+    """`n` distinct free ports, ascending (for a server's HTTP, gRPC and metrics ports)."""
+    ports: set[int] = set()
+    while len(ports) < n:
+        ports.add(free_port(host))
+    return sorted(ports)
+
+
 def stub_processes(server_pid: int) -> dict[int, str]:
     """{pid: model} of the Python-backend stubs that tritonserver `server_pid` started (Linux
     /proc; empty elsewhere). The stub's command line names the model's folder."""

@@ -74,16 +74,13 @@ def add_variant(repo: Path, name: str, base: str, params: dict[str, str]) -> Non
 @pytest.fixture(scope="session")
 def triton(model_repo, tmp_path_factory):
     pytest.importorskip("tritonclient")
-    from gputok._triton_env import ServeError, ServerOptions, TritonServer, find_dist, free_port
+    from gputok._triton_env import ServeError, ServerOptions, TritonServer, find_dist, free_ports
 
     try:
         find_dist()
     except ServeError as e:
         pytest.fail(f"tritonserver is not installed: {e}")
-    ports = set()
-    while len(ports) < 3:
-        ports.add(free_port())
-    http, grpc, metrics = sorted(ports)
+    http, grpc, metrics = free_ports(3)
     log = tmp_path_factory.mktemp("triton") / "tritonserver.log"
     server = TritonServer(
         ServerOptions(

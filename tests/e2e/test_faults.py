@@ -32,7 +32,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def lone_tokenizer(tmp_path_factory):
-    from gputok._triton_env import ServerOptions, TritonServer, free_port
+    from gputok._triton_env import ServerOptions, TritonServer, free_ports
 
     repo = tmp_path_factory.mktemp("faults") / "repo"
     repo.mkdir()
@@ -41,10 +41,7 @@ def lone_tokenizer(tmp_path_factory):
         repo / "tokenizer",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    ports = set()
-    while len(ports) < 3:
-        ports.add(free_port())
-    http, grpc, metrics = sorted(ports)
+    http, grpc, metrics = free_ports(3)
     log = tmp_path_factory.mktemp("faults-log") / "tritonserver.log"
     server = TritonServer(
         ServerOptions(model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics),
@@ -141,7 +138,7 @@ def test_gputok_serve_stops_when_a_stub_dies(tmp_path):
     import subprocess
     import sys
 
-    from gputok._triton_env import free_port, stub_processes
+    from gputok._triton_env import free_ports, stub_processes
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -150,10 +147,7 @@ def test_gputok_serve_stops_when_a_stub_dies(tmp_path):
         repo / "tokenizer",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    ports = set()
-    while len(ports) < 3:
-        ports.add(free_port())
-    http, grpc, metrics = sorted(ports)
+    http, grpc, metrics = free_ports(3)
     cmd = [sys.executable, "-m", "gputok.serve", "--model-repository", str(repo)]
     cmd += ["--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

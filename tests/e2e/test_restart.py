@@ -87,7 +87,7 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.mark.parametrize("retries", [10, 0], ids=["retries", "no-retries"])
 def test_cli_survives_server_restart_or_fails_cleanly(tmp_path, ref, retries):
     from corpus_fixture import load_corpus
-    from gputok._triton_env import free_port
+    from gputok._triton_env import free_ports
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -96,10 +96,7 @@ def test_cli_survives_server_restart_or_fails_cleanly(tmp_path, ref, retries):
         repo / "tokenizer",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    ports: set[int] = set()
-    while len(ports) < 3:
-        ports.add(free_port())
-    http, grpc, metrics = sorted(ports)
+    http, grpc, metrics = free_ports(3)
     text = "".join(load_corpus("ci"))  # about 4.2 MB
     big = tmp_path / "big.txt"
     big.write_text(text, encoding="utf-8")

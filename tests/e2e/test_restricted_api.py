@@ -16,15 +16,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def restricted(tmp_path_factory):
-    from gputok._triton_env import ServerOptions, TritonServer, free_port
+    from gputok._triton_env import ServerOptions, TritonServer, free_ports
 
     repo = tmp_path_factory.mktemp("restricted") / "repo"
     repo.mkdir()
     shutil.copytree(REPO / "model_repository" / "tokenizer", repo / "tokenizer")
-    ports = set()
-    while len(ports) < 3:
-        ports.add(free_port())
-    http, grpc, metrics = sorted(ports)
+    http, grpc, metrics = free_ports(3)
     server = TritonServer(
         ServerOptions(
             model_repository=repo,
