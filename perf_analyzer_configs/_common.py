@@ -72,7 +72,7 @@ def server(args) -> Iterator[dict]:
     if args.server_url_http or args.server_url_grpc:
         yield {"http": args.server_url_http, "grpc": args.server_url_grpc}
         return
-    from gputok._triton_env import ServerOptions, TritonServer, free_ports
+    from gputok._triton_env import ServerOptions, TritonServer, copy_models, free_ports
     from references import gpt2_files
 
     gpt2_files()  # preprocessing_hf reads <repo>/.cache/gpt2; regenerated offline if missing
@@ -80,12 +80,7 @@ def server(args) -> Iterator[dict]:
     try:
         repo = args.model_repository
         if repo is None:
-            repo = tmp / "repo"
-            shutil.copytree(
-                REPO / "model_repository" / "tokenizer",
-                repo / "tokenizer",
-                ignore=shutil.ignore_patterns("__pycache__"),
-            )
+            repo = copy_models(REPO / "model_repository", tmp / "repo", ["tokenizer"])
         http, grpc, metrics = free_ports(3)
         # env_report checks numpy/torch/transformers/gputok only; the baselines also need
         # tiktoken and tokenizers, and the stub uses this Python's environment (numpy 1.x).

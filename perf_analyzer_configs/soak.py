@@ -47,22 +47,12 @@ def log(msg: str) -> None:
     print(f"[soak] {time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
 
 
-def set_parameter(config: Path, key: str, value: str) -> None:
-    """Set a `parameters { key: ... }` string value in a config.pbtxt (our temporary copy)."""
-    text = config.read_text()
-    pat = re.compile(
-        rf'(parameters \{{ key: "{re.escape(key)}" value: \{{ string_value: ")[^"]*(" \}} \}})'
-    )
-    if not pat.search(text):
-        raise KeyError(f"{config}: no parameter {key}")
-    config.write_text(pat.sub(lambda m: m.group(1) + value + m.group(2), text))
-
-
 def make_repository(dst: Path, gpt2_config: str, torch_threads: str) -> Path:
-    repo = dst / "repo"
-    shutil.copytree(REPO / "model_repository", repo, ignore=shutil.ignore_patterns("__pycache__"))
-    set_parameter(repo / "gpt2" / "config.pbtxt", "model_config", gpt2_config)
-    set_parameter(repo / "gpt2" / "config.pbtxt", "torch_threads", torch_threads)
+    from gputok._triton_env import copy_models, set_config_parameter
+
+    repo = copy_models(REPO / "model_repository", dst / "repo")
+    set_config_parameter(repo / "gpt2" / "config.pbtxt", "model_config", gpt2_config)
+    set_config_parameter(repo / "gpt2" / "config.pbtxt", "torch_threads", torch_threads)
     return repo
 
 

@@ -79,7 +79,13 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="only our tokenizer at 4K tokens, c64")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    from gputok._triton_env import ServerOptions, TritonServer, free_ports, prepare_stub_env
+    from gputok._triton_env import (
+        ServerOptions,
+        TritonServer,
+        copy_models,
+        free_ports,
+        prepare_stub_env,
+    )
 
     stub_bin = prepare_stub_env(
         Path("/tmp/gputok-stub-env"),
@@ -90,8 +96,7 @@ def main() -> int:
     data = inputs(args.out)
     repo = Path("/tmp/gputok-serve-bench")
     shutil.rmtree(repo, ignore_errors=True)
-    repo.mkdir()
-    shutil.copytree(ROOT / "model_repository" / "tokenizer", repo / "tokenizer")
+    copy_models(ROOT / "model_repository", repo, ["tokenizer"])
     gpus = args.gpus.split(",")
     settings = [",".join(gpus[:k]) for k in range(1, len(gpus) + 1)]
     results = []

@@ -78,7 +78,13 @@ def main() -> int:
     ap.add_argument("--stub-env", type=Path, default=Path("/tmp/gputok-stub-env"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    from gputok._triton_env import ServerOptions, TritonServer, free_ports, prepare_stub_env
+    from gputok._triton_env import (
+        ServerOptions,
+        TritonServer,
+        copy_models,
+        free_ports,
+        prepare_stub_env,
+    )
 
     summary: dict = {}
     t0 = time.time()
@@ -90,7 +96,7 @@ def main() -> int:
     summary["stub_env_s"] = round(time.time() - t0, 1)
     repo = Path("/tmp/gputok-gpu-repo")
     shutil.rmtree(repo, ignore_errors=True)
-    shutil.copytree(ROOT / "model_repository", repo)
+    copy_models(ROOT / "model_repository", repo)
     http, grpc, metrics = free_ports(3)
     log = args.out / "tritonserver.log"
     server = TritonServer(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -380,6 +381,31 @@ def free_ports(n: int = 3, host: str = "127.0.0.1") -> list[int]:
     while len(ports) < n:
         ports.add(free_port(host))
     return sorted(ports)
+
+
+def copy_models(src: Path, dest: Path, names: tuple[str, ...] | list[str] | None = None) -> Path:
+    """A throwaway model repository at `dest` holding the models `names` of `src` (all of them
+    when None), without __pycache__ folders. Returns `dest`."""
+    dest = Path(dest)
+    ignore = shutil.ignore_patterns("__pycache__")
+    if names is None:
+        shutil.copytree(src, dest, ignore=ignore)
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copytree(Path(src) / name, dest / name, ignore=ignore)
+    return dest
+
+
+def set_config_parameter(config: Path, key: str, value: str) -> None:
+    """Set a `parameters { key: ... }` string value in a config.pbtxt (a throwaway copy)."""
+    text = config.read_text()
+    pat = re.compile(
+        rf'(parameters \{{ key: "{re.escape(key)}" value: \{{ string_value: ")[^"]*(" \}} \}})'
+    )
+    if not pat.search(text):
+        raise KeyError(f"{config}: no parameter {key}")
+    config.write_text(pat.sub(lambda m: m.group(1) + value + m.group(2), text))
 
 
 def stub_processes(server_pid: int) -> dict[int, str]:

@@ -17,23 +17,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def set_parameter(config: Path, key: str, value: str) -> None:
-    """Set a `parameters { key: ... }` string value in a config.pbtxt (test copies only)."""
-    text = config.read_text()
-    pat = re.compile(
-        rf'(parameters \{{ key: "{re.escape(key)}" value: \{{ string_value: ")[^"]*(" \}} \}})'
-    )
-    if not pat.search(text):
-        raise KeyError(f"{config}: no parameter {key}")
-    config.write_text(pat.sub(lambda m: m.group(1) + value + m.group(2), text))
-
-
 @pytest.fixture(scope="session")
 def model_repo(tmp_path_factory) -> Path:
-    dst = tmp_path_factory.mktemp("model_repository") / "repo"
-    shutil.copytree(REPO / "model_repository", dst, ignore=shutil.ignore_patterns("__pycache__"))
-    set_parameter(dst / "gpt2" / "config.pbtxt", "model_config", "tiny")
-    set_parameter(dst / "gpt2" / "config.pbtxt", "torch_threads", "1")
+    from gputok._triton_env import copy_models, set_config_parameter
+
+    dst = copy_models(
+        REPO / "model_repository", tmp_path_factory.mktemp("model_repository") / "repo"
+    )
+    set_config_parameter(dst / "gpt2" / "config.pbtxt", "model_config", "tiny")
+    set_config_parameter(dst / "gpt2" / "config.pbtxt", "torch_threads", "1")
     for name, base, params in TEST_VARIANTS:
         add_variant(dst, name, base, params)
     return dst
@@ -61,6 +53,8 @@ TEST_VARIANTS = [
 
 def add_variant(repo: Path, name: str, base: str, params: dict[str, str]) -> None:
     """Copy model `base` to `name` in a test repository, renamed, with parameters changed."""
+    from gputok._triton_env import set_config_parameter
+
     shutil.copytree(repo / base, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
     config = repo / name / "config.pbtxt"
     text, n = re.subn(rf'^name: "{base}"', f'name: "{name}"', config.read_text(), flags=re.M)
@@ -68,7 +62,7 @@ def add_variant(repo: Path, name: str, base: str, params: dict[str, str]) -> Non
         raise ValueError(f"{config}: no name line")
     config.write_text(text)
     for key, value in params.items():
-        set_parameter(config, key, value)
+        set_config_parameter(config, key, value)
 
 
 @pytest.fixture(scope="session")

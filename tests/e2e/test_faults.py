@@ -13,7 +13,6 @@ gputok-serve's watchdog does that loudly: it stops the server and exits 3 (last 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import threading
 import time
@@ -32,14 +31,10 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def lone_tokenizer(tmp_path_factory):
-    from gputok._triton_env import ServerOptions, TritonServer, free_ports
+    from gputok._triton_env import ServerOptions, TritonServer, copy_models, free_ports
 
-    repo = tmp_path_factory.mktemp("faults") / "repo"
-    repo.mkdir()
-    shutil.copytree(
-        REPO / "model_repository" / "tokenizer",
-        repo / "tokenizer",
-        ignore=shutil.ignore_patterns("__pycache__"),
+    repo = copy_models(
+        REPO / "model_repository", tmp_path_factory.mktemp("faults") / "repo", ["tokenizer"]
     )
     http, grpc, metrics = free_ports(3)
     log = tmp_path_factory.mktemp("faults-log") / "tritonserver.log"
@@ -138,15 +133,9 @@ def test_gputok_serve_stops_when_a_stub_dies(tmp_path):
     import subprocess
     import sys
 
-    from gputok._triton_env import free_ports, stub_processes
+    from gputok._triton_env import copy_models, free_ports, stub_processes
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    shutil.copytree(
-        REPO / "model_repository" / "tokenizer",
-        repo / "tokenizer",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    repo = copy_models(REPO / "model_repository", tmp_path / "repo", ["tokenizer"])
     http, grpc, metrics = free_ports(3)
     cmd = [sys.executable, "-m", "gputok.serve", "--model-repository", str(repo)]
     cmd += ["--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]

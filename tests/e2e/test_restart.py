@@ -25,7 +25,6 @@ port check refused ports that only had TIME_WAIT connections of the stopped serv
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -87,15 +86,9 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.mark.parametrize("retries", [10, 0], ids=["retries", "no-retries"])
 def test_cli_survives_server_restart_or_fails_cleanly(tmp_path, ref, retries):
     from corpus_fixture import load_corpus
-    from gputok._triton_env import free_ports
+    from gputok._triton_env import copy_models, free_ports
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    shutil.copytree(
-        REPO / "model_repository" / "tokenizer",
-        repo / "tokenizer",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    repo = copy_models(REPO / "model_repository", tmp_path / "repo", ["tokenizer"])
     http, grpc, metrics = free_ports(3)
     text = "".join(load_corpus("ci"))  # about 4.2 MB
     big = tmp_path / "big.txt"

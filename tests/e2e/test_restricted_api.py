@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def restricted(tmp_path_factory):
-    from gputok._triton_env import ServerOptions, TritonServer, free_ports
+    from gputok._triton_env import ServerOptions, TritonServer, copy_models, free_ports
 
-    repo = tmp_path_factory.mktemp("restricted") / "repo"
-    repo.mkdir()
-    shutil.copytree(REPO / "model_repository" / "tokenizer", repo / "tokenizer")
+    repo = copy_models(
+        REPO / "model_repository", tmp_path_factory.mktemp("restricted") / "repo", ["tokenizer"]
+    )
     http, grpc, metrics = free_ports(3)
     server = TritonServer(
         ServerOptions(
