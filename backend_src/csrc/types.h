@@ -89,15 +89,19 @@ struct Piece {
 // The merge table: a static open-addressing hash map, linear probing, ~50% load.
 //   key   = (left << 32) | right          (token ids of two adjacent parts)
 //   value = (merged << 32) | rank          (the token their bytes concatenate to, its rank)
+// Key and value of a slot sit side by side (16 bytes), so a hit costs one cache line or one
+// 32-byte GPU sector instead of two. For GPT-2: 108,299 pairs in 262,144 slots (41% load),
+// 4 MiB (it was 1M slots / 16 MiB in two arrays, sized by the candidate splits instead of the
+// pairs found). No measurable change on the H200, where the old table already hit L2 84% of
+// the time; it is the ~50% load this header promises, and a quarter of the CPU cache footprint.
 // It holds every split of every token into two tokens, not only the 50,000 "merges":
 // tiktoken ranks the concatenated bytes of two parts, and with all splits present a
 // pair probe answers exactly that question (each part is always a token).
 constexpr uint64_t kEmptyKey = ~uint64_t(0);
 
 struct PairTableView {
-  const uint64_t* keys;
-  const uint64_t* values;
-  uint32_t mask;  // capacity - 1; capacity is a power of two
+  const uint64_t* slots;  // 2 * capacity: slot i's key at [2i], its value at [2i + 1]
+  uint32_t mask;          // capacity - 1; capacity is a power of two
 };
 
 GPUTOK_HD uint64_t pair_key(uint32_t left, uint32_t right) {
@@ -119,8 +123,8 @@ GPUTOK_HD uint64_t pair_lookup(PairTableView t, uint32_t left, uint32_t right) {
   const uint64_t key = pair_key(left, right);
   uint32_t slot = pair_hash(key) & t.mask;
   for (;;) {
-    const uint64_t k = t.keys[slot];
-    if (k == key) return t.values[slot];
+    const uint64_t k = t.slots[2 * size_t(slot)];
+    if (k == key) return t.slots[2 * size_t(slot) + 1];
     if (k == kEmptyKey) return kEmptyKey;
     slot = (slot + 1) & t.mask;
   }

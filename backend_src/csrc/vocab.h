@@ -120,12 +120,13 @@ class Vocab {
 
   VocabView view() const { return VocabView{pair_view(), byte_token_.data(), byte_pairs_.data()}; }
   PairTableView pair_view() const {
-    return PairTableView{pair_keys_.data(), pair_values_.data(), uint32_t(pair_keys_.size() - 1)};
+    return PairTableView{pair_slots_.data(), uint32_t(pair_capacity() - 1)};
   }
 
   const std::vector<std::string>& tokens() const { return tokens_; }
-  const std::vector<uint64_t>& pair_keys() const { return pair_keys_; }
-  const std::vector<uint64_t>& pair_values() const { return pair_values_; }
+  // Interleaved key, value per slot (types.h); pair_capacity() slots.
+  const std::vector<uint64_t>& pair_slots() const { return pair_slots_; }
+  size_t pair_capacity() const { return pair_slots_.size() / 2; }
   const int32_t* byte_token() const { return byte_token_.data(); }
   const std::vector<SpecialToken>& specials() const { return specials_; }
   size_t n_pairs() const { return n_pairs_; }
@@ -152,8 +153,7 @@ class Vocab {
   std::vector<std::string> tokens_;  // by id; ids without a token are empty (gaps)
   std::vector<uint8_t> present_;     // 1 where tokens_[id] is a real token
   std::vector<SpecialToken> specials_;
-  std::vector<uint64_t> pair_keys_;
-  std::vector<uint64_t> pair_values_;
+  std::vector<uint64_t> pair_slots_;
   std::vector<int32_t> byte_token_ = std::vector<int32_t>(256, -1);
   std::vector<uint64_t> byte_pairs_;  // see VocabView::byte_pairs
   TokenIndex index_;

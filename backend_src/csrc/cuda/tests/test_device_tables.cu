@@ -70,15 +70,15 @@ int main(int argc, char** argv) {
   auto vocab =
       std::make_shared<Vocab>(Vocab::from_ranks(tokens, {SpecialToken{"<|endoftext|>", 50256}}));
   std::printf("vocab: %zu ids, %zu pairs, table capacity %zu\n", vocab->n_vocab(), vocab->n_pairs(),
-              vocab->pair_keys().size());
+              vocab->pair_capacity());
 
   // 1. Device hash table == CPU hash table: every stored key, plus random misses.
   uint64_t allocs = 0;
   cuda_detail::DeviceTables dt;
   dt.build(*vocab, allocs);
   std::vector<uint32_t> L, R;
-  for (size_t s = 0; s < vocab->pair_keys().size(); ++s) {
-    const uint64_t k = vocab->pair_keys()[s];
+  for (size_t s = 0; s < vocab->pair_capacity(); ++s) {
+    const uint64_t k = vocab->pair_slots()[2 * s];
     if (k == kEmptyKey) continue;
     L.push_back(uint32_t(k >> 32));
     R.push_back(uint32_t(k));
