@@ -4,8 +4,11 @@ settings are read from the environment when an encoder is built):
 
     python bench/gpu_ablation.py [--mb 64]   -> one line per setting: e2e and kernel MB/s
 
-Settings: default; GPUTOK_GPU_NO_CACHE=1 (no whole-piece cache); gpu_pretokenize=False
-(pieces found on the CPU). Each prints the median of 5 timed calls after 2 warm-ups, and
+Settings: default; GPUTOK_GPU_NO_CACHE=1 (no whole-piece cache); GPUTOK_GPU_NO_SPLIT=1 (cache
+hits and the merge loop in one kernel); GPUTOK_GPU_WARP_MIN (misses longer than this go to a
+warp); GPUTOK_GPU_NO_DIRECT=1 (ids copied back after a sync instead of written to mapped
+pinned memory by the kernel); GPUTOK_GPU_SINGLE_RANK=1 (long pieces without the
+multi-rank pass); gpu_pretokenize=False (pieces found on the CPU); one sequence. Each prints the median of 5 timed calls after 2 warm-ups, and
 the per-stage profile (GPUTOK_GPU_PROFILE=1) of the last call.
 """
 
@@ -19,6 +22,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,21 +44,28 @@ def child(mb: float, gpu_pretok: bool, seq: bool) -> None:
         sel = ["".join(sel)]
     tok = gputok.gpt2(device="cuda", gpu_pretokenize=gpu_pretok)
     e2e, ker = [], []
-    for i in range(7):
+    runs = 7 if mb >= 1 else 60  # sub-millisecond calls: more samples for a stable median
+    for i in range(runs):
         t0 = time.perf_counter()
-        _, _, k = tok._encode_flat(sel, 0, frozenset(), (), "strict")
+        ids, offs, k = tok._encode_flat(sel, 0, frozenset(), (), "strict")
         if i >= 2:
             e2e.append(time.perf_counter() - t0)
             ker.append(k / 1e3)
+    # Every setting must stay exact: the CPU path is the reference.
+    want_ids, want_offs = gputok.gpt2(device="cpu").encode_batch_flat(sel, disallowed_special=())
+    exact = bool(np.array_equal(ids, want_ids) and np.array_equal(offs, want_offs)) and len(
+        want_ids
+    )
     print(
         json.dumps(
             {
+                "exact": exact,
                 "MB": round(size / 1e6, 1),
                 "docs": len(sel),
                 "e2e_MBps": round(size / statistics.median(e2e) / 1e6),
                 "kernel_MBps": round(size / statistics.median(ker) / 1e6),
-                "e2e_ms": round(statistics.median(e2e) * 1e3, 2),
-                "kernel_ms": round(statistics.median(ker) * 1e3, 2),
+                "e2e_ms": round(statistics.median(e2e) * 1e3, 3),
+                "kernel_ms": round(statistics.median(ker) * 1e3, 3),
             }
         ),
         flush=True,
@@ -70,9 +82,36 @@ def main() -> None:
     if a.child:
         child(a.mb, not a.cpu_pretok, a.seq)
         return
+    seq16k, seq300k = ["--seq", "--mb", "0.07"], ["--seq", "--mb", "0.3"]
     settings = [
         ("default", {}, []),
         ("no whole-piece cache", {"GPUTOK_GPU_NO_CACHE": "1"}, []),
+        ("one short-piece kernel (no miss list)", {"GPUTOK_GPU_NO_SPLIT": "1"}, []),
+        ("single-rank passes only", {"GPUTOK_GPU_SINGLE_RANK": "1"}, []),
+        ("warp_min 32 (only pieces over 32 bytes to a warp)", {"GPUTOK_GPU_WARP_MIN": "32"}, []),
+        ("warp_min 12", {"GPUTOK_GPU_WARP_MIN": "12"}, []),
+        ("warp_min 8", {"GPUTOK_GPU_WARP_MIN": "8"}, []),
+        ("CUDA graph", {"GPUTOK_GPU_GRAPH": "1"}, []),
+        ("one sequence of ~16K tokens", {}, seq16k),
+        (
+            "one sequence of ~16K tokens, ids copied back after a sync",
+            {"GPUTOK_GPU_NO_DIRECT": "1"},
+            seq16k,
+        ),
+        ("one sequence of ~16K tokens, CUDA graph", {"GPUTOK_GPU_GRAPH": "1"}, seq16k),
+        ("one sequence of ~16K tokens, warp_min 32", {"GPUTOK_GPU_WARP_MIN_SMALL": "32"}, seq16k),
+        ("one sequence of ~16K tokens, warp_min 16", {"GPUTOK_GPU_WARP_MIN_SMALL": "16"}, seq16k),
+        ("one sequence of ~16K tokens, warp_min 12", {"GPUTOK_GPU_WARP_MIN_SMALL": "12"}, seq16k),
+        ("one sequence of ~16K tokens, warp_min 6", {"GPUTOK_GPU_WARP_MIN_SMALL": "6"}, seq16k),
+        ("one sequence of ~16K tokens, single-rank", {"GPUTOK_GPU_SINGLE_RANK": "1"}, seq16k),
+        ("one sequence of ~300 KB", {}, seq300k),
+        (
+            "one sequence of ~300 KB, ids copied back after a sync",
+            {"GPUTOK_GPU_NO_DIRECT": "1"},
+            seq300k,
+        ),
+        ("one sequence of ~300 KB, CUDA graph", {"GPUTOK_GPU_GRAPH": "1"}, seq300k),
+        ("one sequence of ~300 KB, warp_min 16", {"GPUTOK_GPU_WARP_MIN_SMALL": "16"}, seq300k),
         ("CPU pretokenization", {}, ["--cpu-pretok"]),
         ("one sequence of 2 MB", {}, ["--seq", "--mb", "2"]),
         ("one sequence of 2 MB, CPU pretok", {}, ["--seq", "--mb", "2", "--cpu-pretok"]),

@@ -431,6 +431,11 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
 EncodeResult Encoder::encode_batch_gpu(GpuEncoder& gpu, Algorithm algorithm,
                                        const std::vector<TextInput>& texts,
                                        const SpecialPolicy& policy, Utf8Policy utf8) const {
+  if (const size_t below = gpu.cpu_below_bytes()) {
+    size_t total = 0;
+    for (const TextInput& t : texts) total += t.bytes.size();
+    if (total < below) return encode_batch(texts, policy, utf8, 0);  // kernel_ms stays 0
+  }
   Prepared p;
   prepare(texts, policy, utf8, p);
   std::vector<std::string_view> segments;

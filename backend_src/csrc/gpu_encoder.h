@@ -76,6 +76,9 @@ struct GpuOptions {
   int device_id = 0;
   size_t pool_limit_bytes = 0;  // 0 = no cap beyond the device's memory
   bool gpu_pretokenize = true;  // false: pieces found on the CPU, merges on the GPU
+  // Calls with fewer bytes of text than this run on the CPU path (Encoder::encode_batch_gpu):
+  // a few hundred tokens take ~15 us there and ~55 us through a launch, copies and a sync.
+  size_t cpu_below_bytes = 0;
 };
 
 class GpuEncoder {
@@ -94,6 +97,8 @@ class GpuEncoder {
 
   void set_gpu_pretokenize(bool on);
   void set_pool_limit(size_t bytes);
+  void set_cpu_below_bytes(size_t bytes);
+  size_t cpu_below_bytes() const;
   GpuCounters counters() const;
   int device_id() const;
 

@@ -8,13 +8,15 @@
 // that only grow (pool.cuh), so steady-state calls make no cudaMalloc/cudaHostAlloc.
 // Kernel time is measured with CUDA events around the kernels of each chunk and summed.
 //
-// Performance notes (H200, 2026-11-22, bench/gpu_ablation.py, 64 MB of the bench corpus,
-// 9,797 docs, 28.1M tokens): kernels 6.9 ms (9.2 GB/s); staging 2.3-3.7 ms; H2D+kernels+D2H
-// 10.5 ms; copy-out into the caller's std::vector 54-61 ms. The copy-out is the end-to-end
-// bottleneck: std::vector::resize zero-fills 112 MB of fresh pages on one thread before the
-// parallel copy; an uninitialized output buffer (see the report) would remove most of it.
-// A chunk costs ~10 launches (1 for chunks <= kSmallMaxBytes: small.cu) and two host syncs
-// (one for small chunks). Device memory: ~16 bytes per byte of text (+16 for blockbpe*).
+// Performance notes (H200, 2026-11-22 03:15 UTC, bench/gpu_ablation.py, 64 MB of the bench
+// corpus, 9,797 docs, 28.1M tokens): kernels 4.45 ms (14.4 GB/s); staging 2.4 ms; H2D +
+// kernels + D2H 7.8 ms; copy-out into the caller's fresh buffer 12.5 ms (page faults of 112 MB
+// of new memory, on 8 pool threads): 27 ms end to end. Small inputs: one ~30K-token sequence
+// 0.158 ms end to end (kernels 0.112); mapped output saved 0.008 ms there and 0.044 ms for
+// 300 KB (0.293 -> 0.249); pool threads instead of spawned ones 1.18 -> 0.81 ms for 2 MB.
+// A chunk costs ~12 launches (1 for chunks <= kSmallMaxBytes: small.cu) and one host sync
+// up to kDirectMaxBytes (ids written straight to mapped pinned memory), two above.
+// Device memory: ~17 bytes per byte of text (+16 for blockbpe*).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 
 #include "common.cuh"
 #include "device_tables.cuh"
+#include "encoder.h"
 #include "gpu_encoder.h"
 #include "kernels.cuh"
 #include "pool.cuh"
@@ -40,6 +43,10 @@ namespace {
 
 constexpr size_t kChunkTarget = size_t(64) << 20;  // bytes of text per chunk
 constexpr size_t kMaxChunk = size_t(1) << 31;      // 32-bit offsets and positions
+// Chunks up to this size write their ids straight into mapped pinned memory (the scatter
+// kernel's stores cross PCIe), so one host sync ends the call instead of two: the token
+// count no longer has to come back before the ids can be copied.
+constexpr uint32_t kDirectMaxBytes = uint32_t(4) << 20;
 
 struct Unit {
   size_t seg;
@@ -47,12 +54,13 @@ struct Unit {
   bool last;          // closes its segment
 };
 
-// memcpy spread over a few threads when it is large (staging a big batch).
-void parallel_copy(const std::vector<std::pair<const char*, size_t>>& src, char* dst) {
+// memcpy spread over the encoder's pool when it is large (staging a big batch). Threads are
+// persistent: spawning 8 std::threads per call cost ~0.1 ms, as much as a 2 MB copy.
+void parallel_copy(ThreadPool* pool, const std::vector<std::pair<const char*, size_t>>& src,
+                   char* dst) {
   size_t total = 0;
   for (auto& s : src) total += s.second;
-  unsigned hw = std::thread::hardware_concurrency();
-  unsigned nt = std::min<unsigned>({hw ? hw : 1, 8u, unsigned(total >> 18) + 1});
+  const size_t nt = pool ? std::min<size_t>(pool->size(), (total >> 18) + 1) : 1;
   if (total < (size_t(1) << 20) || nt <= 1) {
     for (auto& s : src) {
       std::memcpy(dst, s.first, s.second);
@@ -60,36 +68,29 @@ void parallel_copy(const std::vector<std::pair<const char*, size_t>>& src, char*
     }
     return;
   }
-  // Split the byte range [0, total) evenly; each thread copies its slice of every source.
-  std::vector<std::thread> th;
-  for (unsigned t = 0; t < nt; ++t) {
+  // Split the byte range [0, total) evenly; each slice copies its part of every source.
+  pool->parallel_for(nt, nt, [&](size_t t) {
     const size_t lo = total * t / nt, hi = total * (t + 1) / nt;
-    th.emplace_back([&, lo, hi] {
-      size_t off = 0;
-      for (auto& s : src) {
-        const size_t a = std::max(lo, off), b = std::min(hi, off + s.second);
-        if (a < b) std::memcpy(dst + a, s.first + (a - off), b - a);
-        off += s.second;
-        if (off >= hi) break;
-      }
-    });
-  }
-  for (auto& t : th) t.join();
+    size_t off = 0;
+    for (auto& s : src) {
+      const size_t a = std::max(lo, off), b = std::min(hi, off + s.second);
+      if (a < b) std::memcpy(dst + a, s.first + (a - off), b - a);
+      off += s.second;
+      if (off >= hi) break;
+    }
+  });
 }
 
-void parallel_copy_out(const int32_t* src, size_t count, int32_t* dst) {
-  unsigned hw = std::thread::hardware_concurrency();
-  unsigned nt = std::min<unsigned>({hw ? hw : 1, 8u, unsigned(count >> 16) + 1});
+void parallel_copy_out(ThreadPool* pool, const int32_t* src, size_t count, int32_t* dst) {
+  const size_t nt = pool ? std::min<size_t>(pool->size(), (count >> 16) + 1) : 1;
   if (count < (size_t(1) << 18) || nt <= 1) {
     std::memcpy(dst, src, count * sizeof(int32_t));
     return;
   }
-  std::vector<std::thread> th;
-  for (unsigned t = 0; t < nt; ++t) {
+  pool->parallel_for(nt, nt, [&](size_t t) {
     const size_t lo = count * t / nt, hi = count * (t + 1) / nt;
-    th.emplace_back([=] { std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(int32_t)); });
-  }
-  for (auto& t : th) t.join();
+    std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(int32_t));
+  });
 }
 
 }  // namespace
@@ -125,12 +126,28 @@ struct GpuEncoder::Impl {
   cudaEvent_t ev0 = nullptr, ev1 = nullptr;
   cudaEvent_t ev_pre = nullptr, ev_merge = nullptr, ev_mid = nullptr;  // GPUTOK_GPU_PROFILE=1
   bool profile = false;
-  bool use_cache = true;  // GPUTOK_GPU_NO_CACHE=1 turns the whole-piece cache off (ablation)
+  bool use_cache = true;      // GPUTOK_GPU_NO_CACHE=1 turns the whole-piece cache off (ablation)
+  PerWordOptions per_word;    // ablation switches from the environment (kernels.cuh)
+  bool direct_output = true;  // GPUTOK_GPU_NO_DIRECT=1: always copy ids back after a sync
+  // GPUTOK_GPU_GRAPH=1 (experiment): the kernels of a multi-kernel chunk are captured into
+  // a CUDA graph and launched as one; the executable graph is updated in place per call.
+  bool use_graph = false;
+  cudaGraphExec_t graph_exec = nullptr;
   DeviceTables tables;
   DeviceArena arena;
   PinnedBuffer pin_in, pin_out;
   GpuCounters counters;
-  std::vector<Piece> pieces;  // CPU pretokenization scratch
+  std::vector<Piece> pieces;         // CPU pretokenization scratch
+  std::unique_ptr<ThreadPool> pool;  // host copies of big chunks; made on first need
+
+  ThreadPool* copy_pool(size_t bytes) {
+    if (bytes < (size_t(1) << 20)) return nullptr;
+    if (!pool) {
+      const unsigned hw = std::thread::hardware_concurrency();
+      pool = std::make_unique<ThreadPool>(std::min<unsigned>(hw ? hw : 1, 8u));
+    }
+    return pool.get();
+  }
 
   ~Impl() {
     cudaSetDevice(opt.device_id);
@@ -144,6 +161,7 @@ struct GpuEncoder::Impl {
     if (ev_pre) cudaEventDestroy(ev_pre);
     if (ev_merge) cudaEventDestroy(ev_merge);
     if (ev_mid) cudaEventDestroy(ev_mid);
+    if (graph_exec) cudaGraphExecDestroy(graph_exec);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -171,6 +189,19 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
   impl->profile = prof && *prof && *prof != '0';
   const char* nocache = std::getenv("GPUTOK_GPU_NO_CACHE");
   impl->use_cache = !(nocache && *nocache && *nocache != '0');
+  const char* nosplit = std::getenv("GPUTOK_GPU_NO_SPLIT");
+  impl->per_word.split = !(nosplit && *nosplit && *nosplit != '0');
+  const char* single = std::getenv("GPUTOK_GPU_SINGLE_RANK");
+  impl->per_word.multi_rank = !(single && *single && *single != '0');
+  const char* graph = std::getenv("GPUTOK_GPU_GRAPH");
+  impl->use_graph = graph && *graph && *graph != '0';
+  impl->per_word.long_blocks_per_sm = per_word_long_blocks_per_sm();
+  const char* nodirect = std::getenv("GPUTOK_GPU_NO_DIRECT");
+  impl->direct_output = !(nodirect && *nodirect && *nodirect != '0');
+  if (const char* wm = std::getenv("GPUTOK_GPU_WARP_MIN"); wm && *wm)
+    impl->per_word.warp_min = std::atoi(wm);
+  if (const char* wm = std::getenv("GPUTOK_GPU_WARP_MIN_SMALL"); wm && *wm)
+    impl->per_word.warp_min_small = std::atoi(wm);
   impl->tables.build(*impl->vocab, impl->counters.device_allocs);
   impl_ = std::move(impl);
 }
@@ -187,6 +218,9 @@ void GpuEncoder::set_pool_limit(size_t bytes) {
     impl_->arena.release();
   }
 }
+
+void GpuEncoder::set_cpu_below_bytes(size_t bytes) { impl_->opt.cpu_below_bytes = bytes; }
+size_t GpuEncoder::cpu_below_bytes() const { return impl_->opt.cpu_below_bytes; }
 
 GpuCounters GpuEncoder::counters() const {
   GpuCounters c = impl_->counters;
@@ -294,7 +328,7 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
     c.piece_flag = cv.take<uint8_t>(n + 16);
     c.piece_starts = cv.take<uint32_t>(size_t(n) + 1);
     c.counters = cv.take<uint32_t>(16);
-    c.long_cap = n / (kShortPiece + 1) + 1;
+    c.long_cap = n / (kWarpMinFloor + 1) + 1;
     c.long_list = cv.take<uint32_t>(c.long_cap);
     c.tok = cv.take<int32_t>(size_t(n) + 1);
     c.aux = cv.take<int32_t>(size_t(n) + 1);
@@ -321,7 +355,7 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   pin_in.ensure(in_bytes, counters.pinned_allocs);
   char* hin = pin_in.base();
   const auto t_prep = clk::now();
-  parallel_copy(src, hin);
+  parallel_copy(copy_pool(n), src, hin);
   const auto t_staged = clk::now();
   std::memset(hin + n, 0, in_text - n);
   std::memcpy(hin + in_text, unit_off.data(), (n_units + 1) * 4);
@@ -339,46 +373,89 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
                                 cudaMemcpyHostToDevice, stream));
   }
 
-  GPUTOK_CUDA(cudaEventRecord(ev0, stream));
-  int launches = 0;
-  const VocabView v = tables.vocab();
-  const PieceCacheView cache = use_cache ? tables.cache() : PieceCacheView{};
-  // Small chunks: the whole per_word pipeline in one launch, and one sync for everything.
+  const size_t head = 64 + ((n_units * 4 + 63) & ~size_t(63));
   const bool small = algorithm == Algorithm::kPerWord && gpu_pretok && n <= kSmallMaxBytes;
-  if (small) {
-    launches += launch_fused_small(c, tables.unicode(), v, cache, stream);
-    if (profile) {
-      GPUTOK_CUDA(cudaEventRecord(ev_pre, stream));
-      GPUTOK_CUDA(cudaEventRecord(ev_mid, stream));
-      GPUTOK_CUDA(cudaEventRecord(ev_merge, stream));
+  pin_out.ensure(head + (small || n <= kDirectMaxBytes ? size_t(n) * 4 : 0),
+                 counters.pinned_allocs);
+  const bool direct = !small && n <= kDirectMaxBytes && pin_out.device_base() && direct_output;
+  if (direct) c.ids_out = reinterpret_cast<int32_t*>(pin_out.device_base() + head);
+
+  const bool graph = use_graph && !small;
+  // Inside a capture an event record is only a dependency unless marked external; the
+  // per-stage profile events are left out of graphs.
+  const bool prof = profile && !graph;
+  auto record = [&](cudaEvent_t e) {
+    GPUTOK_CUDA(graph ? cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal)
+                      : cudaEventRecord(e, stream));
+  };
+  auto enqueue = [&] {
+    record(ev0);
+    int launches = 0;
+    const VocabView v = tables.vocab();
+    const PieceCacheView cache = use_cache ? tables.cache() : PieceCacheView{};
+    // Small chunks: the whole per_word pipeline in one launch, and one sync for everything.
+    if (small) {
+      launches += launch_fused_small(c, tables.unicode(), v, cache, stream);
+      if (prof) {
+        GPUTOK_CUDA(cudaEventRecord(ev_pre, stream));
+        GPUTOK_CUDA(cudaEventRecord(ev_mid, stream));
+        GPUTOK_CUDA(cudaEventRecord(ev_merge, stream));
+      }
+    } else {
+      if (gpu_pretok)
+        launches += launch_pretokenize(c, tables.unicode(), stream);
+      else
+        launches += launch_flags_from_pieces(c, n_pieces_host, stream);
+      if (prof) GPUTOK_CUDA(cudaEventRecord(ev_pre, stream));
+      switch (algorithm) {
+        case Algorithm::kPerWord:
+          launches +=
+              launch_merge_per_word(c, v, cache, n_sms, per_word, stream, prof ? ev_mid : nullptr);
+          break;
+        case Algorithm::kBlockBpe:
+          launches += launch_merge_blockbpe(c, v, false, n_sms, stream);
+          break;
+        case Algorithm::kBlockBpeOptimized:
+          launches += launch_merge_blockbpe(c, v, true, n_sms, stream);
+          break;
+      }
+      if (prof) GPUTOK_CUDA(cudaEventRecord(ev_merge, stream));
+      launches += launch_compact(c, stream);
     }
+    record(ev1);
+    counters.launches += uint64_t(launches);
+  };
+  if (!graph) {
+    enqueue();
   } else {
-    if (gpu_pretok)
-      launches += launch_pretokenize(c, tables.unicode(), stream);
-    else
-      launches += launch_flags_from_pieces(c, n_pieces_host, stream);
-    if (profile) GPUTOK_CUDA(cudaEventRecord(ev_pre, stream));
-    switch (algorithm) {
-      case Algorithm::kPerWord:
-        launches += launch_merge_per_word(c, v, cache, n_sms, stream, profile ? ev_mid : nullptr);
-        break;
-      case Algorithm::kBlockBpe:
-        launches += launch_merge_blockbpe(c, v, false, n_sms, stream);
-        break;
-      case Algorithm::kBlockBpeOptimized:
-        launches += launch_merge_blockbpe(c, v, true, n_sms, stream);
-        break;
+    GPUTOK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t g = nullptr;
+    try {
+      enqueue();
+    } catch (...) {
+      cudaStreamEndCapture(stream, &g);
+      if (g) cudaGraphDestroy(g);
+      cudaGetLastError();
+      throw;
     }
-    if (profile) GPUTOK_CUDA(cudaEventRecord(ev_merge, stream));
-    launches += launch_compact(c, stream);
+    GPUTOK_CUDA(cudaStreamEndCapture(stream, &g));
+    if (graph_exec) {
+      cudaGraphExecUpdateResultInfo info;
+      if (cudaGraphExecUpdate(graph_exec, g, &info) != cudaSuccess) {
+        cudaGetLastError();
+        cudaGraphExecDestroy(graph_exec);
+        graph_exec = nullptr;
+      }
+    }
+    const cudaError_t e = graph_exec ? cudaSuccess : cudaGraphInstantiate(&graph_exec, g, 0);
+    cudaGraphDestroy(g);
+    GPUTOK_CUDA(e);
+    GPUTOK_CUDA(cudaGraphLaunch(graph_exec, stream));
   }
-  GPUTOK_CUDA(cudaEventRecord(ev1, stream));
-  counters.launches += uint64_t(launches);
 
   // Output: counters and unit ends first (the token count sizes the ids copy). A small
-  // chunk copies ids for the worst case (n tokens, <= 64 KB) in the same round trip.
-  const size_t head = 64 + ((n_units * 4 + 63) & ~size_t(63));
-  pin_out.ensure(head + (small ? size_t(n) * 4 : 0), counters.pinned_allocs);
+  // chunk copies ids for the worst case (n tokens, <= 16 KB) in the same round trip; a direct
+  // chunk's scatter kernel has already written them into pin_out.
   GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.counters, 16 * sizeof(uint32_t),
                               cudaMemcpyDeviceToHost, stream));
   GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base() + 64, c.unit_ends, n_units * 4, cudaMemcpyDeviceToHost,
@@ -392,7 +469,7 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   std::memcpy(unit_ends.data(), pin_out.base() + 64, n_units * 4);
   if (total > n) throw CudaError("GPU encoder produced more tokens than bytes");
   size_t ids_at = head;
-  if (!small && total) {
+  if (!small && !direct && total) {
     ids_at = 0;
     pin_out.ensure(size_t(total) * 4, counters.pinned_allocs);
     GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.ids_out, size_t(total) * 4,
@@ -404,9 +481,10 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   GPUTOK_CUDA(cudaEventElapsedTime(&ms, ev0, ev1));
   const size_t old = ids.size();
   ids.resize(old + total);
-  parallel_copy_out(reinterpret_cast<const int32_t*>(pin_out.base() + ids_at), total,
+  parallel_copy_out(copy_pool(size_t(total) * 4),
+                    reinterpret_cast<const int32_t*>(pin_out.base() + ids_at), total,
                     ids.data() + old);
-  if (profile) {
+  if (profile && !graph) {
     float pre = 0, merge = 0, shortm = 0;
     GPUTOK_CUDA(cudaEventElapsedTime(&pre, ev0, ev_pre));
     GPUTOK_CUDA(cudaEventElapsedTime(&merge, ev_pre, ev_merge));

@@ -29,7 +29,7 @@ struct ChunkDev {
   uint8_t* unit_start = nullptr;     // n + 1 flags: 1 where a unit starts, and at n
   uint8_t* piece_flag = nullptr;     // n flags: 1 where a GPT-2 piece starts
   uint32_t* piece_starts = nullptr;  // up to n + 1 offsets (selected piece starts)
-  uint32_t* counters = nullptr;      // [0] pieces, [1] long pieces, [2] total tokens
+  uint32_t* counters = nullptr;      // [0] pieces, [1] long pieces, [2] total tokens, [3] misses
   uint32_t* long_list = nullptr;     // piece indices handled cooperatively
   uint32_t long_cap = 0;
   int32_t* tok = nullptr;            // n: ids at the front of each piece's range, -1 elsewhere
@@ -72,8 +72,25 @@ size_t cub_temp_bytes(uint32_t n);
 int launch_pretokenize(const ChunkDev& c, UnicodeTableView uni, cudaStream_t stream);
 int launch_flags_from_pieces(const ChunkDev& c, uint32_t n_pieces, cudaStream_t stream);
 // `mid`, when not null, is recorded between the short-piece and long-piece kernels.
+// Pieces of more than kShortPiece bytes always go to a warp each (merge_per_word.cu).
+constexpr int kShortPiece = 32;
+// Misses (pieces that are not one token) longer than warp_min bytes go to a warp too: one
+// thread's O(len^2) loop over up to 32 bytes is the latency tail of mid-size inputs.
+constexpr int kWarpMinFloor = 4;  // sizes long_list: at most n / (kWarpMinFloor + 1) entries
+struct PerWordOptions {
+  bool split = true;  // cache hits and the merge loop in two kernels (GPUTOK_GPU_NO_SPLIT=1: one)
+  bool multi_rank = true;  // multi-rank passes for warp pieces (GPUTOK_GPU_SINGLE_RANK=1: off)
+  int warp_min = 16;       // GPUTOK_GPU_WARP_MIN; 32 = only pieces over kShortPiece
+  // Chunks of at most small_bytes use warp_min_small: a small input cannot fill the GPU
+  // with one-thread pieces, so its slowest thread is the latency; a big one is throughput.
+  int warp_min_small = 8;  // GPUTOK_GPU_WARP_MIN_SMALL
+  uint32_t small_bytes = uint32_t(1) << 20;
+  int long_blocks_per_sm = 4;  // set from per_word_long_blocks_per_sm() by the encoder
+};
+// How many blocks of the long-piece kernel fit on one SM (its shared memory bounds it).
+int per_word_long_blocks_per_sm();
 int launch_merge_per_word(const ChunkDev& c, VocabView v, PieceCacheView cache, int n_sms,
-                          cudaStream_t stream, cudaEvent_t mid = nullptr);
+                          const PerWordOptions& o, cudaStream_t stream, cudaEvent_t mid = nullptr);
 int launch_merge_blockbpe(const ChunkDev& c, VocabView v, bool optimized, int n_sms,
                           cudaStream_t stream);
 int launch_compact(const ChunkDev& c, cudaStream_t stream);
@@ -101,10 +118,6 @@ __device__ __forceinline__ uint32_t lower_bound_u32(const uint32_t* starts, uint
   }
   return lo;
 }
-
-// Pieces of at most this many bytes are merged by one thread with tiktoken's own loop;
-// longer ones go to the warp-cooperative pass algorithm (merge_per_word.cu).
-constexpr int kShortPiece = 32;
 
 }  // namespace cuda_detail
 }  // namespace gputok

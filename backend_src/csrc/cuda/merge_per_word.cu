@@ -1,16 +1,21 @@
 // per_word: the default merge. Every GPT-2 piece is merged on its own, many in parallel.
 //
-//  * Pieces of <= kShortPiece bytes (almost all of prose: English averages ~4.5 bytes a
-//    piece) take one thread each and run tiktoken's own loop: find the lowest-rank adjacent
-//    pair, leftmost on ties, merge it, re-probe its two neighbours, repeat.
-//  * Longer pieces (CJK runs, digit runs, base64, "aaaa...") go to a list and are merged by
-//    one warp each with the pass algorithm below, in shared memory up to kWarpCap parts and
-//    in place in global memory beyond (a 100 MB piece works the same way, only slower).
+//  * One thread per piece first asks the whole-piece cache (kernels.cuh) or takes a single
+//    byte: 73% of the bench corpus's pieces end there (per_word_short_kernel).
+//  * The other pieces ("misses") of <= warp_min bytes go to a list and run tiktoken's own
+//    loop, one thread each, with the parts in registers (per_word_miss_kernel,
+//    merge_short_regs): find the lowest-rank adjacent pair, leftmost on ties, merge it,
+//    re-probe its two neighbours, repeat.
+//  * Longer misses and every piece over kShortPiece bytes (CJK runs, digit runs, base64,
+//    "aaaa...") go to a warp each (per_word_long_kernel, merge_warp), in shared memory up
+//    to kWarpCap parts and in place in global memory beyond (a 100 MB piece works the same
+//    way, only slower). warp_min is 16 bytes, 8 for chunks up to 1 MB (PerWordOptions).
 //
-// The pass algorithm (GPT-2 encoder.py style: all occurrences of the best pair per pass)
-// and why it equals tiktoken's one-merge-at-a-time order. Let r be the lowest rank among
-// the current adjacent pairs. tiktoken merges the leftmost rank-r pair, then looks again.
-// After that merge of (x, y) -> M at position k:
+// A warp merges in passes. Each pass is tiktoken's order, made parallel; two kinds:
+//
+// Single-rank pass (GPT-2 encoder.py style: all occurrences of the best pair). Let r be the
+// lowest rank among the current adjacent pairs. tiktoken merges the leftmost rank-r pair,
+// then looks again. After that merge of (x, y) -> M at position k:
 //   - the pairs that overlapped it, (k-1,k) and (k+1,k+2), are gone;
 //   - two new pairs (L, M) and (M, R) appear. Neither has rank r: rank r belongs to token M
 //     itself and L+M or M+R is longer than M.
@@ -23,15 +28,39 @@
 //     may destroy one. So the pass stops right there ("cut"): it applies the chosen merges up
 //     to and including the first one that creates a lower-rank neighbour pair, and the next
 //     pass starts from the true global minimum again, which is that new pair (leftmost).
-// With the cut this is exactly tiktoken's order for ANY rank table, not only r50k's; in
-// r50k a merge seldom creates a lower-ranked pair (BPE training ranks a token after its
-// parts), so a pass nearly always applies every non-overlapping occurrence.
+// With the cut this is exactly tiktoken's order for ANY rank table.
+//
+// Multi-rank pass (tried first; the single-rank pass is its fallback). Give pair k the key
+// (rank[k], k). Take a threshold T and suppose that no merge tiktoken makes while the
+// lowest rank is below T creates a pair ranked below T. Then, while ranks below T remain,
+// every pair tiktoken can merge is an ORIGINAL pair (new ones rank >= T), and it merges the
+// one with the smallest key that no earlier merge has destroyed (a pair is destroyed when a
+// neighbour pair merges). That is the greedy set G of the path of pairs in key order, and
+// the pass applies all of G below T at once. G has a local form: pair k is in G iff the
+// strictly descending runs of keys from k to the left and to the right both have even
+// length (the end of a descending run is a local minimum, so it is taken; membership then
+// alternates back up the run); two backward/forward sweeps of ballots compute the parities.
+// The supposition is checked, not assumed: for each k in G, q[k] is the lowest rank among
+// the pairs its merge can create, (A[k-1] or M[k-2], M[k]) and (M[k], A[k+2] or M[k+2]) (M:
+// merged ids; every order in which G's neighbours merge is covered), and T = min over k in G
+// of max(rank[k], q[k]) is the largest threshold for which it holds. The pass runs only if
+// T > r (else the single-rank pass does); then the smallest key is below T and the pass
+// merges at least one pair. tests/test_pass_algorithm.py models both passes on the CPU and
+// checks them against tiktoken's loop on corpus pieces, random pieces and random rank
+// tables whose merges often create lower-ranked pairs (the fallback path).
 // tiktoken's first step, "the whole piece is a token -> return it", needs no special case:
 // for r50k, BPE of every token's bytes yields that token (checked in tests/test_gpu.py).
 //
-// Performance notes (H200, 2026-11-22, 64 MB bench corpus): merge 5.9 ms of 6.9 ms kernels:
-// short pieces 3.6 ms (4.1 without the whole-piece cache), long pieces 2.2 ms (CJK runs
-// dominate). Pass cost is O(parts / 32) warp steps; "a" * 200,000 takes a handful of passes.
+// Performance notes (H200, 2026-11-22 03:15 UTC, 64 MB bench corpus, bench/gpu_ablation.py):
+// merge 3.3 of 4.45 ms kernels: cache hits + misses 2.1 ms (hit kernel 0.75, miss kernel
+// ~1.4), warp pieces 1.2 ms. Multi-rank passes: 123K passes instead of 714K for the corpus's
+// 46,688 distinct long pieces, 5.8 -> 4.45 ms kernels (single-rank only: 5.83); miss list
+// 4.61 -> 4.45; registers instead of local arrays: the miss kernel 3.1 -> ~1.4 ms (ncu had
+// it L2-bound at 59%); long-piece grid from occupancy (4 -> 12 blocks/SM: 23% -> 61% achieved).
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
 #include "common.cuh"
 #include "kernels.cuh"
 #include "per_word_device.cuh"
@@ -40,24 +69,67 @@ namespace gputok {
 namespace cuda_detail {
 namespace {
 
+namespace cg = cooperative_groups;
+
 constexpr int kShortThreads = 256;
 constexpr int kWarpsPerBlock = 4;
-constexpr int kWarpCap = 512;  // parts held in shared memory per warp
+// Parts held in shared memory per warp (13 bytes each). The longest piece of the 64 MB bench
+// batch has 222 bytes; longer ones work in global memory. 256 keeps 12 blocks per SM.
+constexpr int kWarpCap = 256;
+constexpr int kRegPiece = 16;  // misses up to this long merge in registers (merge_short_regs)
 
+// Appends `value` to list[counter++] with one atomic per warp (the lanes that get here).
+__device__ __forceinline__ void append_warp_aggregated(uint32_t* counter, uint32_t* list,
+                                                       uint32_t value) {
+  cg::coalesced_group g = cg::coalesced_threads();
+  uint32_t at = 0;
+  if (g.thread_rank() == 0) at = atomicAdd(counter, g.size());
+  list[g.shfl(at, 0) + g.thread_rank()] = value;
+}
+
+// One thread per piece. split: pieces that are not one token go to the miss list (counter
+// 3, stored in `aux`) for per_word_miss_kernel; otherwise this thread merges them itself.
+template <bool kSplit>
 __global__ void per_word_short_kernel(VocabView v, PieceCacheView cache,
                                       const uint8_t* __restrict__ text, uint32_t n,
                                       const uint32_t* __restrict__ starts, uint32_t* counters,
-                                      int32_t* __restrict__ tok, uint32_t* __restrict__ long_list) {
+                                      int32_t* __restrict__ tok, uint32_t* __restrict__ long_list,
+                                      uint32_t* __restrict__ miss_list, uint32_t warp_min) {
   const uint32_t np = counters[0];
   for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < np; p += gridDim.x * blockDim.x) {
     const uint32_t s = starts[p];
     const uint32_t e = p + 1 < np ? starts[p + 1] : n;
     const uint32_t len = e - s;
-    if (len <= uint32_t(kShortPiece)) {
-      merge_short(v, cache, text + s, int(len), tok + s);
-    } else {
-      long_list[atomicAdd(&counters[1], 1u)] = p;
+    if (len > uint32_t(kShortPiece)) {
+      append_warp_aggregated(&counters[1], long_list, p);
+    } else if (!piece_as_token(v, cache, text + s, int(len), tok + s)) {
+      if (len > warp_min)
+        append_warp_aggregated(&counters[1], long_list, p);
+      else if (kSplit)
+        append_warp_aggregated(&counters[3], miss_list, p);
+      else
+        merge_short_loop(v, text + s, int(len), tok + s);
     }
+  }
+}
+
+// The merge loop for the pieces the short kernel listed: every thread of a warp has one,
+// instead of one in four (the rest idle on cache hits) as in the unsplit kernel.
+__global__ void per_word_miss_kernel(VocabView v, const uint8_t* __restrict__ text, uint32_t n,
+                                     const uint32_t* __restrict__ starts,
+                                     const uint32_t* __restrict__ counters,
+                                     const uint32_t* __restrict__ miss_list,
+                                     int32_t* __restrict__ tok) {
+  const uint32_t np = counters[0], nm = counters[3];
+  for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < nm; q += gridDim.x * blockDim.x) {
+    const uint32_t p = miss_list[q];
+    const uint32_t s = starts[p];
+    const uint32_t e = p + 1 < np ? starts[p + 1] : n;
+    const int len = int(e - s);
+    if (len <= kRegPiece)
+      merge_short_regs<kRegPiece>(v, text + s, len, tok + s);
+    else
+      merge_short_loop(v, text + s, len, tok + s);
   }
 }
 
@@ -65,9 +137,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     per_word_long_kernel(VocabView v, const uint8_t* __restrict__ text, uint32_t n,
                          const uint32_t* __restrict__ starts, const uint32_t* __restrict__ counters,
                          const uint32_t* __restrict__ long_list, int32_t* tok, int32_t* aux,
-                         uint8_t* flags) {
+                         uint8_t* flags, bool multi) {
   __shared__ int32_t sA[kWarpsPerBlock][kWarpCap];
   __shared__ uint32_t sR[kWarpsPerBlock][kWarpCap];
+  __shared__ int32_t sM[kWarpsPerBlock][kWarpCap];
   __shared__ uint8_t sF[kWarpsPerBlock][kWarpCap];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const uint32_t np = counters[0], nl = counters[1];
@@ -76,19 +149,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     const uint32_t s = starts[p];
     const uint32_t e = p + 1 < np ? starts[p + 1] : n;
     const int len = int(e - s);
-    int32_t* A;
-    uint32_t* R;
-    uint8_t* F;
-    if (len <= kWarpCap) {
-      A = sA[warp];
-      R = sR[warp];
-      F = sF[warp];
-    } else {
-      A = tok + s;
-      R = reinterpret_cast<uint32_t*>(aux) + s;
-      F = flags + s;
-    }
-    const int m = merge_warp(v, text + s, len, A, R, F, lane);
+    const WarpParts w = len <= kWarpCap ? WarpParts{sA[warp], sR[warp], sF[warp], sM[warp]}
+                                        : WarpParts{tok + s, reinterpret_cast<uint32_t*>(aux) + s,
+                                                    flags + s, nullptr};
+    const int m = merge_warp(v, text + s, len, w, lane, multi);
+    const int32_t* A = w.A;
     for (int j = lane; j < len; j += 32) tok[s + j] = j < m ? A[j] : -1;
     __syncwarp();
   }
@@ -96,20 +161,45 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 
 }  // namespace
 
+int per_word_long_blocks_per_sm() {
+  int b = 0;
+  GPUTOK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, per_word_long_kernel,
+                                                            kWarpsPerBlock * 32, 0));
+  return b > 0 ? b : 4;
+}
+
 int launch_merge_per_word(const ChunkDev& c, VocabView v, PieceCacheView cache, int n_sms,
-                          cudaStream_t stream, cudaEvent_t mid) {
+                          const PerWordOptions& o, cudaStream_t stream, cudaEvent_t mid) {
   size_t est = (size_t(c.n) / 4 + kShortThreads - 1) / kShortThreads;
   const size_t cap = size_t(n_sms) * 16;
   unsigned grid = unsigned(est < 1 ? 1 : est > cap ? cap : est);
-  per_word_short_kernel<<<grid, kShortThreads, 0, stream>>>(v, cache, c.text, c.n, c.piece_starts,
-                                                            c.counters, c.tok, c.long_list);
-  GPUTOK_LAUNCHED("per_word_short_kernel");
+  uint32_t* miss_list = reinterpret_cast<uint32_t*>(c.aux);  // free until the long kernel
+  int launches = 0;
+  const int wm = c.n <= o.small_bytes ? o.warp_min_small : o.warp_min;
+  const uint32_t warp_min = uint32_t(std::clamp(wm, kWarpMinFloor, kShortPiece));
+  if (o.split) {
+    per_word_short_kernel<true><<<grid, kShortThreads, 0, stream>>>(
+        v, cache, c.text, c.n, c.piece_starts, c.counters, c.tok, c.long_list, miss_list, warp_min);
+    GPUTOK_LAUNCHED("per_word_short_kernel");
+    per_word_miss_kernel<<<grid, kShortThreads, 0, stream>>>(v, c.text, c.n, c.piece_starts,
+                                                             c.counters, miss_list, c.tok);
+    GPUTOK_LAUNCHED("per_word_miss_kernel");
+    launches += 2;
+  } else {
+    per_word_short_kernel<false><<<grid, kShortThreads, 0, stream>>>(
+        v, cache, c.text, c.n, c.piece_starts, c.counters, c.tok, c.long_list, miss_list, warp_min);
+    GPUTOK_LAUNCHED("per_word_short_kernel");
+    launches += 1;
+  }
   if (mid) GPUTOK_CUDA(cudaEventRecord(mid, stream));
-  unsigned lgrid = unsigned(n_sms) * 4;
+  // As many blocks as fit: the 4 per SM used before left the kernel at 23% achieved
+  // occupancy (ncu), with ~120K warp pieces per 64 MB queued behind.
+  const unsigned lgrid = unsigned(n_sms) * unsigned(std::max(o.long_blocks_per_sm, 1));
   per_word_long_kernel<<<lgrid, kWarpsPerBlock * 32, 0, stream>>>(
-      v, c.text, c.n, c.piece_starts, c.counters, c.long_list, c.tok, c.aux, c.piece_flag);
+      v, c.text, c.n, c.piece_starts, c.counters, c.long_list, c.tok, c.aux, c.piece_flag,
+      o.multi_rank);
   GPUTOK_LAUNCHED("per_word_long_kernel");
-  return 2;
+  return launches + 1;
 }
 
 }  // namespace cuda_detail

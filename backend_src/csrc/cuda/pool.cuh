@@ -70,7 +70,8 @@ class PinnedBuffer {
     if (want < 4096) want = 4096;
     release();
     void* p = nullptr;
-    const cudaError_t e = cudaHostAlloc(&p, want, cudaHostAllocDefault);
+    // Mapped: kernels may write results straight into it (gpu_encoder.cu's direct output).
+    const cudaError_t e = cudaHostAlloc(&p, want, cudaHostAllocMapped);
     if (e != cudaSuccess) {
       cudaGetLastError();
       throw DeviceMemoryError("cudaHostAlloc of " + std::to_string(want) +
@@ -79,17 +80,27 @@ class PinnedBuffer {
     ++allocs;
     base_ = static_cast<char*>(p);
     cap_ = want;
+    void* d = nullptr;
+    if (cudaHostGetDevicePointer(&d, p, 0) != cudaSuccess) {
+      cudaGetLastError();
+      d = nullptr;
+    }
+    device_base_ = static_cast<char*>(d);
   }
   void release() {
     if (base_) cudaFreeHost(base_);
     base_ = nullptr;
+    device_base_ = nullptr;
     cap_ = 0;
   }
   char* base() const { return base_; }
+  // The same memory as seen from kernels (nullptr if it cannot be mapped).
+  char* device_base() const { return device_base_; }
   size_t capacity() const { return cap_; }
 
  private:
   char* base_ = nullptr;
+  char* device_base_ = nullptr;
   size_t cap_ = 0;
 };
 

@@ -77,10 +77,11 @@ __global__ void __launch_bounds__(kSmallThreads)
     const uint32_t e = p + 1 < uint32_t(np) ? c.piece_starts[p + 1] : n;
     const int len = int(e - s);
     const bool sh = warp < kLongWarps && len <= kWarpCapSmall;
-    int32_t* A = sh ? sA[warp] : c.tok + s;
-    uint32_t* R = sh ? sR[warp] : reinterpret_cast<uint32_t*>(c.aux) + s;
-    uint8_t* F = sh ? sF[warp] : c.piece_flag + s;
-    const int m = merge_warp(v, c.text + s, len, A, R, F, lane);
+    const WarpParts w{sh ? sA[warp] : c.tok + s,
+                      sh ? sR[warp] : reinterpret_cast<uint32_t*>(c.aux) + s,
+                      sh ? sF[warp] : c.piece_flag + s, nullptr};
+    const int m = merge_warp(v, c.text + s, len, w, lane);
+    const int32_t* A = w.A;
     for (int j = lane; j < len; j += 32) c.tok[s + j] = j < m ? A[j] : -1;
     __syncwarp();
   }
