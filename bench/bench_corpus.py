@@ -7,11 +7,15 @@ manifest. Both contenders run exactly that pipeline (gputok.corpus.tokenize_shar
 
 * **gputok**: ``tokenize_corpus`` on a local Dask cluster of W workers for each W in
   ``--workers`` (one per GPU via dask-cuda's LocalCUDACluster where installed and a GPU is
-  usable, else CPU worker processes with cores / W gputok threads each). Cluster start-up and
-  each worker's tokenizer load are excluded (a warm-up builds the tokenizers first,
-  and one untimed run precedes the timed ones, for every contender).
-* **gigatoken** on all cores: the same shards one after another in this process, with
-  gigatoken ``encode_batch`` (its rayon pool spans every core) in place of gputok.
+  usable, else CPU worker processes with cores / (W x T) gputok threads each), each worker
+  running T = ``--threads-per-worker`` shards at once (default: the library's, up to 4 on a
+  GPU worker, 1 on a CPU worker). Cluster start-up and each worker's tokenizer load are
+  excluded (a warm-up builds the tokenizers first, and one untimed run precedes the timed
+  ones, for every contender).
+* **gigatoken** on all cores: the same shards in this process, K = ``--gigatoken-shards`` at
+  once (a thread pool; default K = gputok's T, so both overlap the same number of shards'
+  reading and writing), with gigatoken ``encode_batch`` (its rayon pool spans every core, GIL
+  released) in place of gputok.
 
 Exactness: every gputok run's shard hashes must equal gigatoken's (the bytes are identical),
 else the run is reported as a mismatch. Inputs are written once and read from the page cache.
@@ -26,6 +30,7 @@ subsection under "## Corpus tokenization" in ``docs/benchmarks.md`` (other secti
 
     .venv/bin/python bench/bench_corpus.py --quick              # CPU smoke run, ~1 min
     .venv/bin/python bench/bench_corpus.py --workers 1,2        # 2-GPU machine: 1 and 2 GPUs
+    .venv/bin/python bench/bench_corpus.py --workers 1,2 --threads-per-worker 4 --null
     .venv/bin/python bench/bench_corpus.py --workers 1,2 --scale 16 --format jsonl
 """
 
@@ -151,7 +156,8 @@ class GigatokenAdapter:
 
 class NullAdapter:
     """No tokenizer: one id per 4 bytes, all zero. Times the pipeline alone (read, pack,
-    hash, write), the ceiling any tokenizer can reach through it."""
+    hash, write), the ceiling any tokenizer can reach through it. Like gputok it takes
+    buffer batches as they are (``encode_buffer_flat``: no Python object per document)."""
 
     device = "null"
     name = "null"
@@ -161,16 +167,42 @@ class NullAdapter:
         import numpy as np
 
         lens = np.fromiter((len(d) // 4 for d in docs), dtype=np.int64, count=len(docs))
-        offs = np.zeros(len(docs) + 1, dtype=np.int64)
+        return self._ids(lens)
+
+    def encode_buffer_flat(
+        self, data, offsets, num_threads=0, disallowed_special=(), errors="strict"
+    ):
+        import numpy as np
+
+        b = np.asarray(offsets, dtype=np.int64)
+        lens = np.diff(b) if b.ndim == 1 else b[:, 1] - b[:, 0]
+        return self._ids(lens // 4)
+
+    @staticmethod
+    def _ids(lens):
+        import numpy as np
+
+        offs = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=offs[1:])
         return np.zeros(int(offs[-1]), dtype=np.int32), offs
 
 
 def run_in_process(
-    adapter, inputs: Path, out: Path, fmt: str, sep, repeat: int, fsync: bool = True
+    adapter,
+    inputs: Path,
+    out: Path,
+    fmt: str,
+    sep,
+    repeat: int,
+    fsync: bool = True,
+    shards_at_once: int = 1,
+    min_batch_bytes: int | None = None,
 ) -> dict:
-    """The shards one after another in this process through tokenize_shard, with ``adapter``
-    in place of gputok; one untimed warm-up pass, then ``repeat`` timed ones."""
+    """The shards in this process through tokenize_shard, ``shards_at_once`` at a time (a
+    thread pool, as a Dask worker's threads run them), with ``adapter`` in place of gputok;
+    one untimed warm-up pass, then ``repeat`` timed ones."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from gputok import corpus as C
 
     C._TOKENIZERS[(adapter.device, 0)] = adapter
@@ -188,13 +220,22 @@ def run_in_process(
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
-        t0 = time.perf_counter()
-        entries = [
-            C.tokenize_shard(
-                C.shard_spec(common, p, base, n, str(out), device=adapter.device, fsync=fsync)
-            )["entry"]
+        specs = [
+            C.shard_spec(
+                common,
+                p,
+                base,
+                n,
+                str(out),
+                device=adapter.device,
+                fsync=fsync,
+                min_batch_bytes=min_batch_bytes,
+            )
             for p, n in zip(paths, names, strict=True)
         ]
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max(1, shards_at_once)) as pool:
+            entries = [r["entry"] for r in pool.map(C.tokenize_shard, specs)]
         man = C.build_manifest(C._settings(common), base, fmt, entries, complete=True)
         C.atomic_write_bytes(str(out / C.MANIFEST), C._json_bytes(man))
         times.append(time.perf_counter() - t0)
@@ -212,17 +253,27 @@ def run_gputok(
     repeat: int,
     processes: bool,
     fsync: bool = True,
+    threads_per_worker: int | None = None,
+    min_batch_bytes: int | None = None,
 ) -> dict:
     from gputok import corpus as C
 
     client, cluster = C.local_cluster(
-        workers, device=device, processes=processes, dashboard=False, log=log
+        workers,
+        device=device,
+        processes=processes,
+        dashboard=False,
+        threads_per_worker=threads_per_worker,
+        log=log,
     )
     try:
         gpus, by_name = client._gputok_gpu_info
         devs = client.run(C.warm_worker, device, gpus, by_name)
         devices = sorted(set(devs.values()))
-        threads = max(1, ncores() // workers)
+        nthreads = client.nthreads()
+        tpw = max(nthreads.values())
+        # gputok CPU threads per call: the cores shared by every shard in flight.
+        threads = max(1, ncores() // max(1, sum(nthreads.values())))
         times, run = [], None
         for _ in range(repeat + 1):  # the first run warms up (imports, caches) untimed
             run = C.tokenize_corpus(
@@ -237,6 +288,7 @@ def run_gputok(
                 dashboard=False,
                 overwrite=True,
                 fsync=fsync,
+                min_batch_bytes=min_batch_bytes,
                 log=lambda m: None,
             )
             times.append(run.seconds)
@@ -246,6 +298,7 @@ def run_gputok(
             "entries": run.manifest["shards"],
             "devices": devices,
             "threads": threads,
+            "threads_per_worker": tpw,
             "workers": len(devs),
         }
     finally:
@@ -279,25 +332,30 @@ def markdown(rep: dict) -> tuple[str, str]:
         + ("no fsync (--no-fsync), " if rep["no_fsync"] else "fsync, ")
         + "rename, manifest; cluster start-up, tokenizer loading and a warm-up run excluded. "
         "Median of "
-        f"{rep['repeat']} run(s). gigatoken: the same pipeline in one process, its rayon pool on "
-        "all cores. Every gputok run's shards are byte-identical to gigatoken's (sha256).",
+        f"{rep['repeat']} run(s). gigatoken: the same pipeline in one process, "
+        f"{rep['gigatoken']['shards_at_once']} shard(s) at once, its rayon pool on all cores. "
+        "gputok: each worker runs `threads/worker` shards at once (Dask threads sharing its one "
+        "tokenizer); `tok. threads`: gputok CPU threads per call. Every gputok run's shards are "
+        "byte-identical to gigatoken's (sha256).",
         f"- 1-min load average at the start: {rep['loadavg_start'][0]:.1f} (other work on the "
         "machine skews figures)",
         "",
-        "| contender | workers | device | threads/worker | seconds | GB/s of text | "
-        "M tokens/s | vs gigatoken | vs 1 worker |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| contender | workers | device | threads/worker (shards at once) | tok. threads | "
+        "min batch MB | seconds | GB/s of text | M tokens/s | vs gigatoken | vs 1 worker |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     g = rep["gigatoken"]
     lines.append(
-        f"| gigatoken `encode_batch` | 1 process | cpu | {m['cores']} | {g['median_s']:.3f} | "
-        f"{g['GBps']:.3f} | {g['Mtokps']:.1f} | 1.00× | – |"
+        f"| gigatoken `encode_batch` | 1 process | cpu | {g['shards_at_once']} | {m['cores']} | "
+        f"{g['min_batch_mb']:g} | {g['median_s']:.3f} | {g['GBps']:.3f} | {g['Mtokps']:.1f} | "
+        "1.00× | – |"
     )
     if "null" in rep:
         nl = rep["null"]
         lines.append(
-            f"| pipeline alone (no tokenizer) | 1 process | – | – | {nl['median_s']:.3f} | "
-            f"{nl['GBps']:.3f} | – | {nl['GBps'] / g['GBps']:.2f}× | – |"
+            f"| pipeline alone (no tokenizer) | 1 process | – | {nl['shards_at_once']} | – | "
+            f"{nl['min_batch_mb']:g} | {nl['median_s']:.3f} | {nl['GBps']:.3f} | – | "
+            f"{nl['GBps'] / g['GBps']:.2f}× | – |"
         )
     one = next((r["GBps"] for r in rep["gputok"] if r["workers"] == 1), None)
     for r in rep["gputok"]:
@@ -305,7 +363,8 @@ def markdown(rep: dict) -> tuple[str, str]:
         vs1 = f"{r['GBps'] / one:.2f}×" if one else "–"
         lines.append(
             f"| **gputok corpus**{ok} | {r['workers']} | {'/'.join(r['devices'])} | "
-            f"{r['threads']} | {r['median_s']:.3f} | {r['GBps']:.3f} | {r['Mtokps']:.1f} | "
+            f"{r['threads_per_worker']} | {r['threads']} | {r['min_batch_mb']:g} | "
+            f"{r['median_s']:.3f} | {r['GBps']:.3f} | {r['Mtokps']:.1f} | "
             f"{r['GBps'] / g['GBps']:.2f}× | {vs1} |"
         )
     return heading, "\n".join(lines) + "\n"
@@ -380,6 +439,29 @@ def main() -> int:
         help="also time the pipeline with no tokenizer (its ceiling), in-process",
     )
     ap.add_argument(
+        "--threads-per-worker",
+        type=int,
+        default=None,
+        metavar="T",
+        help="shards each gputok worker runs at once (default: the library's, "
+        "min(4, cores / (2 x GPUs)) on GPU workers, 1 on CPU workers)",
+    )
+    ap.add_argument(
+        "--gigatoken-shards",
+        type=int,
+        default=None,
+        metavar="K",
+        help="shards gigatoken (and --null) runs at once in its process (default: T, "
+        "gputok's threads per worker)",
+    )
+    ap.add_argument(
+        "--min-batch-mb",
+        type=float,
+        default=None,
+        help="fewest MB of text per tokenizer call, every contender (default: the "
+        "library's, 4 on the GPU, 1 on the CPU and for gigatoken)",
+    )
+    ap.add_argument(
         "--threads-in-process",
         action="store_true",
         help="workers as threads of this process (default: processes)",
@@ -403,6 +485,13 @@ def main() -> int:
     docs_on = (not quick) if args.docs is None else args.docs
     counts = [int(x) for x in args.workers.split(",") if x.strip()]
     os.environ.setdefault("RAYON_NUM_THREADS", str(ncores()))  # gigatoken: all cores
+    from gputok import corpus as C
+
+    gpus = C.local_gpus(args.device)
+    tpw = args.threads_per_worker or C.default_threads_per_worker(gpus)
+    k_shards = args.gigatoken_shards or tpw
+    min_batch = None if args.min_batch_mb is None else int(args.min_batch_mb * 2**20)
+    cpu_min_mb = (min_batch or C.MIN_BATCH_BYTES) / 2**20  # gigatoken, null: CPU batches
 
     from corpus_fixture import load_corpus
 
@@ -415,6 +504,9 @@ def main() -> int:
         "loadavg_start": list(os.getloadavg()),
         "repeat": repeat,
         "no_fsync": args.no_fsync,
+        "threads_per_worker": tpw,
+        "gigatoken_shards": k_shards,
+        "min_batch_mb": args.min_batch_mb,
     }
     docs = load_corpus(profile) * scale
     if args.format is None:
@@ -432,10 +524,24 @@ def main() -> int:
 
     if args.null:
         nul = run_in_process(
-            NullAdapter(), inputs, work / "out-null", args.format, sep, repeat, not args.no_fsync
+            NullAdapter(),
+            inputs,
+            work / "out-null",
+            args.format,
+            sep,
+            repeat,
+            not args.no_fsync,
+            k_shards,
+            min_batch,
         )
         ns = statistics.median(nul["seconds"])
-        rep["null"] = {"seconds": nul["seconds"], "median_s": ns, "GBps": nbytes / ns / 1e9}
+        rep["null"] = {
+            "seconds": nul["seconds"],
+            "median_s": ns,
+            "GBps": nbytes / ns / 1e9,
+            "shards_at_once": k_shards,
+            "min_batch_mb": cpu_min_mb,
+        }
         log(f"pipeline alone (null tokenizer): {ns:.3f} s, {nbytes / ns / 1e9:.3f} GB/s")
     g = run_in_process(
         GigatokenAdapter(),
@@ -445,6 +551,8 @@ def main() -> int:
         sep,
         repeat,
         not args.no_fsync,
+        k_shards,
+        min_batch,
     )
     tokens = sum(e["tokens"] for e in g["entries"])
     ref_hashes = [e["bin"]["sha256"] for e in g["entries"]]
@@ -463,8 +571,10 @@ def main() -> int:
         "median_s": gs,
         "GBps": nbytes / gs / 1e9,
         "Mtokps": tokens / gs / 1e6,
+        "shards_at_once": k_shards,
+        "min_batch_mb": cpu_min_mb,
     }
-    log(f"gigatoken: {gs:.3f} s, {nbytes / gs / 1e9:.3f} GB/s")
+    log(f"gigatoken ({k_shards} shard(s) at once): {gs:.3f} s, {nbytes / gs / 1e9:.3f} GB/s")
 
     rep["gputok"] = []
     for w in counts:
@@ -478,14 +588,22 @@ def main() -> int:
             repeat,
             not args.threads_in_process,
             not args.no_fsync,
+            tpw,
+            min_batch,
         )
         s = statistics.median(r["seconds"])
+        on_gpu = "cuda" in r["devices"]
         exact = [e["bin"]["sha256"] for e in r["entries"]] == ref_hashes
         rep["gputok"].append(
             {
                 "workers": r["workers"],
                 "devices": r["devices"],
                 "threads": r["threads"],
+                "threads_per_worker": r["threads_per_worker"],
+                "min_batch_mb": (
+                    min_batch or (C.GPU_MIN_BATCH_BYTES if on_gpu else C.MIN_BATCH_BYTES)
+                )
+                / 2**20,
                 "seconds": r["seconds"],
                 "median_s": s,
                 "GBps": nbytes / s / 1e9,
@@ -494,7 +612,8 @@ def main() -> int:
             }
         )
         log(
-            f"gputok x{w} ({'/'.join(r['devices'])}): {s:.3f} s, {nbytes / s / 1e9:.3f} GB/s, "
+            f"gputok x{w} ({'/'.join(r['devices'])}, {r['threads_per_worker']} shard(s) per "
+            f"worker at once): {s:.3f} s, {nbytes / s / 1e9:.3f} GB/s, "
             f"{'exact' if exact else 'MISMATCH vs gigatoken'}"
         )
         shutil.rmtree(work / f"out-gputok-{w}", ignore_errors=True)

@@ -167,3 +167,10 @@ def test_threads_release_gil(tok, corpus):
     with ThreadPoolExecutor(4) as ex:
         got = list(ex.map(lambda d: tok.encode_ordinary(d), docs))
     assert got == want
+
+
+def test_cpu_below_bytes_needs_a_gpu_tokenizer():
+    """set_cpu_below_bytes is a GPU-tokenizer setting; on the CPU path it says so."""
+    tok = gputok.gpt2(device="cpu")
+    with pytest.raises(ValueError, match="cuda"):
+        tok.set_cpu_below_bytes(1024)

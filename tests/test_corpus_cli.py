@@ -225,14 +225,16 @@ def test_failure_mid_run_then_resume(client, tmp_path, docs, ref, stage):
     check_output(out, ref, docs)
 
 
-def test_killed_worker_process_same_manifest(tmp_path, docs, ref):
+@pytest.mark.parametrize("threads_per_worker", [1, 2])
+def test_killed_worker_process_same_manifest(tmp_path, docs, ref, threads_per_worker):
     """A worker process is SIGKILLed halfway through a shard (temp file half written); the
-    nanny restarts it, the scheduler reruns the task, and the manifest equals a clean run's."""
+    nanny restarts it, the scheduler reruns the task, and the manifest equals a clean run's.
+    With 2 threads per worker the kill also takes down the other shard it was running."""
     inputs = write_inputs(tmp_path, "jsonl", docs)
     fault = {"shard": "shard_00001", "mode": "kill", "marker": str(tmp_path / "killed")}
     cluster = distributed.LocalCluster(
         n_workers=2,
-        threads_per_worker=1,
+        threads_per_worker=threads_per_worker,
         processes=True,
         dashboard_address=":0",
         scheduler_kwargs={"dashboard": False},
@@ -244,6 +246,72 @@ def test_killed_worker_process_same_manifest(tmp_path, docs, ref):
     assert (tmp_path / "killed").exists(), "the fault did not fire"
     assert r.manifest == clean
     check_output(tmp_path / "out", ref, docs)
+
+
+class _CountingTokenizer:
+    """The CPU tokenizer, counting how many calls run at once (each held 0.3 s so that
+    concurrent shards overlap) and the num_threads they get."""
+
+    def __init__(self, tok):
+        self.tok, self.device, self.name, self.n_vocab = tok, tok.device, tok.name, tok.n_vocab
+        self.lock = threading.Lock()
+        self.now = self.most = self.calls = 0
+        self.num_threads: set[int] = set()
+
+    def _call(self, fn, *args, **kw):
+        with self.lock:
+            self.now += 1
+            self.calls += 1
+            self.most = max(self.most, self.now)
+            self.num_threads.add(kw["num_threads"])
+        try:
+            time.sleep(0.3)
+            return fn(*args, **kw)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+    def encode_buffer_flat(self, *args, **kw):
+        return self._call(self.tok.encode_buffer_flat, *args, **kw)
+
+    def encode_batch_flat(self, *args, **kw):
+        return self._call(self.tok.encode_batch_flat, *args, **kw)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_two_shards_at_once_per_worker(client, tmp_path, docs, ref, monkeypatch, fmt):
+    """One worker with 2 threads (threads_per_worker=2) runs 2 shards at once, both calling
+    the worker's one tokenizer, with cores / 2 tokenizer threads each; the shards equal
+    tiktoken's and a resume gives the same manifest, as does 2 workers x 1 thread."""
+    import gputok
+    from gputok import corpus as C
+
+    counting = _CountingTokenizer(gputok.gpt2(device="cpu"))
+    # In-process workers (processes=False) share this module, hence its tokenizer cache.
+    monkeypatch.setitem(C._TOKENIZERS, ("cpu", 0), counting)
+    inputs = write_inputs(tmp_path, fmt, docs)
+    out = tmp_path / "out"
+    kw = {"device": "cpu", "n_workers": 1, "processes": False, "dashboard": False}
+    logs: list[str] = []
+    r = tokenize_corpus(inputs, out, threads_per_worker=2, progress=False, log=logs.append, **kw)
+    assert any("on 1 worker(s), 2 shard(s) at a time" in m for m in logs), logs
+    assert r.written == [f"shard_{k:05d}" for k in range(N_SHARDS)] and r.devices == ["cpu"]
+    assert counting.most == 2, "the worker did not run 2 shards at once"
+    assert counting.calls >= N_SHARDS
+    assert counting.num_threads == {max(1, C._cpu_count() // 2)}
+    man = check_output(out, ref, docs)
+    # Same bytes as 2 workers x 1 thread (the shared fixture cluster).
+    assert run(client, inputs, tmp_path / "other").manifest == man
+    # Resume: one shard damaged, one entry lost, a leftover temp file; 2 shards at once again.
+    b1 = bytearray((out / "shard_00001.bin").read_bytes())
+    b1[3] ^= 1
+    (out / "shard_00001.bin").write_bytes(bytes(b1))
+    (out / "shard_00002.json").unlink()
+    (out / "shard_00000.bin.tmp-999-deadbeef").write_bytes(b"\x00" * 7)
+    r = tokenize_corpus(inputs, out, threads_per_worker=2, progress=False, log=logs.append, **kw)
+    assert r.verified == ["shard_00000", "shard_00002"] and r.written == ["shard_00001"]
+    assert r.manifest == man
+    check_output(out, ref, docs)
 
 
 def test_bad_inputs_are_named(client, tmp_path):
@@ -379,6 +447,14 @@ def test_cli_run_and_errors(tmp_path, docs, ref, capsys):
     check_output(out, ref, docs)
     assert cli.main(args) == 0
     assert "0 written, 3 verified" in capsys.readouterr().out
+    # Several shards per worker, a minimum batch: same shards.
+    more = ["--workers", "1", "--threads-per-worker", "2", "--min-batch-mb", "0.01"]
+    args2 = [*args[:3], str(tmp_path / "out3"), *args[6:], *more]
+    assert cli.main(args2) == 0
+    assert "on 1 worker(s), 2 shard(s) at a time" in capsys.readouterr().out
+    check_output(tmp_path / "out3", ref, docs)
+    assert cli.main([*args2, "--threads-per-worker", "0", "--overwrite"]) == 1
+    assert "threads_per_worker must be >= 1" in capsys.readouterr().err
     args[3] = str(tmp_path / "out2")
     assert cli.main([*args, "--field", "body"]) == 1
     assert "no field 'body'" in capsys.readouterr().err

@@ -379,3 +379,23 @@ def test_batch_over_1gb(corpus, cpu):
     ids_c, offsets_c = cpu.encode_batch_flat(texts, disallowed_special=())
     assert np.array_equal(offsets, offsets_c)
     assert np.array_equal(ids, ids_c)
+
+
+def test_cpu_below_bytes_small_calls_take_the_cpu_path(corpus, tt):
+    """set_cpu_below_bytes: calls under the threshold run on the CPU (no kernel time) with the
+    same ids; calls over it still use the GPU."""
+    g = gputok.gpt2(device="cuda")
+    texts = [d for d in corpus[:50] if d]
+    want = tt.encode_ordinary_batch(texts)
+    assert all(want)
+    total = sum(len(t.encode()) for t in texts)
+    g.set_cpu_below_bytes(total + 1)
+    ids, ms = g.tokenize_batch(texts)
+    assert ms == 0.0
+    assert_same(texts, ids, want, "cpu_below_bytes, CPU side")
+    g.set_cpu_below_bytes(total)  # not below: the GPU
+    ids, ms = g.tokenize_batch(texts)
+    assert ms > 0.0
+    assert_same(texts, ids, want, "cpu_below_bytes, GPU side")
+    with pytest.raises(ValueError):
+        g.set_cpu_below_bytes(-1)

@@ -65,6 +65,46 @@ Texts to_texts(const py::sequence& seq) {
   return t;
 }
 
+// A contiguous bytes-like object's memory (PyBUF_SIMPLE: exporters refuse non-contiguous
+// views), released on scope exit.
+struct ByteBuffer {
+  Py_buffer view{};
+  explicit ByteBuffer(const py::object& obj) {
+    if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
+  }
+  ~ByteBuffer() { PyBuffer_Release(&view); }
+  ByteBuffer(const ByteBuffer&) = delete;
+  ByteBuffer& operator=(const ByteBuffer&) = delete;
+};
+
+// A contiguous buffer of UTF-8 bytes and document bounds into it -> views, no copy. `bounds`
+// is int32 or int64: shape (n + 1,) boundaries (document i is data[b[i]:b[i+1]], b non-
+// decreasing) or shape (n, 2) [start, end) spans (any order, gaps allowed). Bounds are checked
+// here, since a bad one would read outside the buffer. The caller keeps `data` alive.
+template <typename T>
+std::vector<TextInput> buffer_views(const char* data, size_t size, const py::array& bounds) {
+  const auto* b = static_cast<const T*>(bounds.data());
+  const bool spans = bounds.ndim() == 2;
+  const size_t n = spans ? size_t(bounds.shape(0)) : size_t(bounds.shape(0)) - 1;
+  const auto in_range = [size](int64_t v) { return v >= 0 && uint64_t(v) <= size; };
+  std::vector<TextInput> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t start = spans ? int64_t(b[2 * i]) : int64_t(b[i]);
+    const int64_t end = spans ? int64_t(b[2 * i + 1]) : int64_t(b[i + 1]);
+    if (!in_range(start) || !in_range(end) || end < start) {
+      const std::string what =
+          spans ? "span " + std::to_string(i) + " ["
+                : "offsets[" + std::to_string(i) + ":" + std::to_string(i + 2) + "] [";
+      throw py::value_error(what + std::to_string(start) + ", " + std::to_string(end) +
+                            ") is not a range inside the buffer of " + std::to_string(size) +
+                            " bytes (offsets must be non-decreasing, from 0 to its size)");
+    }
+    out.push_back(TextInput{std::string_view(data + start, size_t(end - start)), false});
+  }
+  return out;
+}
+
 // Moves a vector into a numpy array without copying: the capsule owns the vector.
 template <typename V, typename T = typename V::value_type>
 py::array_t<T> to_numpy(V&& v) {
@@ -138,6 +178,44 @@ class Core {
     return py::make_tuple(to_numpy(std::move(r.ids)), to_numpy(std::move(r.offsets)), r.kernel_ms);
   }
 
+  // Documents as views into one bytes-like buffer (no Python object per document): the
+  // same contract and result as encode_flat of the documents as bytes.
+  py::tuple encode_flat_buffer(const py::object& data, const py::array& bounds,
+                               const std::vector<int32_t>& allowed,
+                               const std::vector<int32_t>& disallowed, const std::string& errors,
+                               int num_threads, const std::string& algorithm) {
+    const ByteBuffer buf(data);  // the export is held until we return
+    const bool spans = bounds.ndim() == 2 && bounds.shape(1) == 2;
+    if (!(bounds.flags() & py::array::c_style) || !(spans || bounds.ndim() == 1) ||
+        (!spans && bounds.shape(0) < 1))
+      throw py::value_error(
+          "offsets must be a C-contiguous int32/int64 array of shape (n + 1,) or (n, 2)");
+    const auto* base = static_cast<const char*>(buf.view.buf);
+    const size_t size = size_t(buf.view.len);
+    std::vector<TextInput> inputs;
+    if (bounds.dtype().is(py::dtype::of<int64_t>()))
+      inputs = buffer_views<int64_t>(base, size, bounds);
+    else if (bounds.dtype().is(py::dtype::of<int32_t>()))
+      inputs = buffer_views<int32_t>(base, size, bounds);
+    else
+      throw py::type_error("offsets must be int32 or int64, got " +
+                           std::string(py::str(bounds.dtype())));
+    const SpecialPolicy policy{allowed, disallowed};
+    const Utf8Policy utf8 = to_policy(errors);
+    const Algorithm alg = to_algorithm(algorithm);
+    EncodeResult r;
+    {
+      py::gil_scoped_release release;
+      if (gpu_) {
+        std::lock_guard<std::mutex> lock(gpu_mu_);
+        r = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8);
+      } else {
+        r = encoder_.encode_batch(inputs, policy, utf8, num_threads);
+      }
+    }
+    return py::make_tuple(to_numpy(std::move(r.ids)), to_numpy(std::move(r.offsets)), r.kernel_ms);
+  }
+
   // One text, ids as a list: the latency path of encode()/encode_ordinary() on the CPU.
   py::list encode_list(const py::handle& text, const std::vector<int32_t>& allowed,
                        const std::vector<int32_t>& disallowed, const std::string& errors,
@@ -188,6 +266,12 @@ class Core {
     if (!gpu_) throw py::value_error("set_pool_limit needs device='cuda'");
     std::lock_guard<std::mutex> lock(gpu_mu_);
     gpu_->set_pool_limit(bytes);
+  }
+
+  void set_cpu_below_bytes(size_t bytes) {
+    if (!gpu_) throw py::value_error("set_cpu_below_bytes needs device='cuda'");
+    std::lock_guard<std::mutex> lock(gpu_mu_);
+    gpu_->set_cpu_below_bytes(bytes);
   }
 
   void set_gpu_pretokenize(bool on) {
@@ -245,7 +329,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("tokens"), py::arg("merges"), py::arg("specials"))
       .def_property_readonly("n_vocab", &Vocab::n_vocab)
       .def_property_readonly("n_pairs", &Vocab::n_pairs)
-      .def_property_readonly("table_capacity", [](const Vocab& v) { return v.pair_keys().size(); })
+      .def_property_readonly("table_capacity", [](const Vocab& v) { return v.pair_capacity(); })
       .def("pair",
            [](const Vocab& v, uint32_t left, uint32_t right) -> py::object {
              const uint64_t value = pair_lookup(v.pair_view(), left, right);
@@ -311,12 +395,16 @@ PYBIND11_MODULE(_core, m) {
            py::arg("pool_limit") = 0, py::arg("gpu_pretokenize") = true)
       .def("encode_flat", &Core::encode_flat, py::arg("texts"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"), py::arg("algorithm"))
+      .def("encode_flat_buffer", &Core::encode_flat_buffer, py::arg("data"), py::arg("offsets"),
+           py::arg("allowed"), py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"),
+           py::arg("algorithm"))
       .def("encode_list", &Core::encode_list, py::arg("text"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"), py::arg("algorithm"))
       .def("decode_bytes", &Core::decode_bytes)
       .def("gpu_counters", &Core::gpu_counters)
       .def("set_pool_limit", &Core::set_pool_limit)
       .def("set_gpu_pretokenize", &Core::set_gpu_pretokenize)
+      .def("set_cpu_below_bytes", &Core::set_cpu_below_bytes)
       .def_property_readonly("on_gpu", &Core::on_gpu);
 
   py::register_exception_translator([](std::exception_ptr p) {

@@ -142,6 +142,38 @@ class Tokenizer:
         )
         return ids, offsets
 
+    def encode_buffer_flat(
+        self,
+        data,
+        offsets,
+        *,
+        num_threads: int = 0,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+        errors: str = "strict",
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_batch_flat`` of documents that are slices of one buffer, with no Python
+        object per document (e.g. an Arrow string array's data and offsets buffers).
+
+        ``data``: any C-contiguous bytes-like object (bytes, bytearray, memoryview, a numpy
+        array, a ``pyarrow.Buffer``), read in place as UTF-8 bytes. ``offsets``: int32 or
+        int64, either shape (n + 1,), non-decreasing, document i being
+        ``data[offsets[i]:offsets[i + 1]]`` (``offsets[0]`` need not be 0), or shape (n, 2)
+        of ``[start, end)`` spans (any order, gaps allowed, e.g. around separators). Other
+        integer dtypes are converted; anything else raises TypeError, a range outside
+        ``data`` ValueError. Returns what ``encode_batch_flat`` returns for
+        ``[bytes(data[a:b]) for each document]``, with the same ``errors`` semantics
+        (invalid UTF-8: "strict" raises ValueError naming the document and byte offset,
+        "replace" substitutes U+FFFD as CPython does). The GIL is released while encoding;
+        do not resize or write ``data`` from another thread meanwhile.
+        """
+        bounds = _as_bounds(offsets)
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special, errors)
+        ids, out_offsets, _ = self._core.encode_flat_buffer(
+            data, bounds, allowed, disallowed, errors, int(num_threads), self.algorithm
+        )
+        return ids, out_offsets
+
     def _encode_flat(self, texts, num_threads, allowed_special, disallowed_special, errors):
         if isinstance(texts, (str, bytes)):
             raise TypeError("expected a sequence of str or bytes, got a single text")
@@ -219,9 +251,34 @@ class Tokenizer:
         """Caps the GPU memory pool; a request that needs more raises DeviceMemoryError."""
         self._core.set_pool_limit(int(nbytes))
 
+    def set_cpu_below_bytes(self, nbytes: int) -> None:
+        """On a GPU tokenizer, calls with fewer than ``nbytes`` bytes of text in total take the
+        CPU path (same ids): a few hundred tokens cost ~15 us there and ~55 us through a kernel
+        launch, two copies and a sync (docs/benchmarks.md). 0 (the default): always the GPU."""
+        if nbytes < 0:
+            raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+        self._core.set_cpu_below_bytes(int(nbytes))
+
     def set_gpu_pretokenize(self, on: bool) -> None:
         """True: pieces are found on the device (default); False: on the CPU."""
         self._core.set_gpu_pretokenize(bool(on))
+
+
+def _as_bounds(offsets) -> np.ndarray:
+    """``offsets`` as a C-contiguous int32/int64 array (no copy when it is one already)."""
+    arr = np.asarray(offsets)
+    if arr.dtype != np.int32 and arr.dtype != np.int64:
+        kind = arr.dtype.kind
+        if kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+            raise ValueError("offsets out of range (do not fit in int64)")
+        if kind not in "iu" and arr.size:  # an empty list reads as float64: let it pass
+            raise TypeError(f"offsets must be an integer array, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64)
+    if arr.ndim == 1 and arr.shape[0] < 1 or arr.ndim == 2 and arr.shape[1] != 2 or arr.ndim > 2:
+        raise ValueError(f"offsets must have shape (n + 1,) or (n, 2), got {arr.shape}")
+    if arr.ndim == 0:
+        raise ValueError("offsets must have shape (n + 1,) or (n, 2), got a scalar")
+    return np.ascontiguousarray(arr)
 
 
 def _split_rows(ids: np.ndarray, offsets: np.ndarray) -> list[list[int]]:

@@ -97,7 +97,16 @@ def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
         "--threads",
         type=int,
         default=None,
-        help="gputok threads per worker (default: cores / workers on a local cluster)",
+        help="gputok CPU threads per tokenizer call (default: cores / (workers x "
+        "threads per worker) on a local cluster, else all cores)",
+    )
+    p.add_argument(
+        "--threads-per-worker",
+        type=int,
+        default=None,
+        metavar="N",
+        help="shards each local worker tokenizes at once, sharing its tokenizer (default: "
+        "min(4, cores / (2 x GPUs)) on GPU workers, 1 on CPU workers)",
     )
     p.add_argument(
         "--no-processes",
@@ -120,7 +129,16 @@ def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
         "--batch-mb",
         type=int,
         default=32,
-        help="MB of text per tokenizer call (default: 32)",
+        help="the most MB of text per tokenizer call (default: 32); a shard is cut into 4 "
+        "calls or more, none below --min-batch-mb",
+    )
+    p.add_argument(
+        "--min-batch-mb",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="the fewest MB of text per tokenizer call where the shard has that much "
+        "(default: 4 on the GPU, 1 on the CPU)",
     )
 
 
@@ -156,6 +174,8 @@ def _run_corpus(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             overwrite=args.overwrite,
             batch_bytes=args.batch_mb << 20,
+            min_batch_bytes=None if args.min_batch_mb is None else int(args.min_batch_mb * 2**20),
+            threads_per_worker=args.threads_per_worker,
             fsync=not args.no_fsync,
         )
     except (CorpusError, CudaUnavailableError, ValueError, OSError) as e:

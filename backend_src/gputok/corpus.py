@@ -11,7 +11,8 @@ GPU where one is usable, else the native CPU path) and writes, per shard ``NAME`
 
 and the driver writes ``manifest.json`` (all entries plus totals). See docs/corpus.md.
 
-Crash safety: every file is written to ``NAME.<ext>.tmp-<pid>-<rand>``, fsynced, renamed, and the
+Crash safety: every file is written to ``NAME.<ext>.tmp-<pid>-<rand>`` (unique per task and
+file, also among the tasks one worker process runs at once), fsynced, renamed, and the
 directory fsynced; the entry ``NAME.json`` is written last the same way, after the old one was
 removed. A shard counts as done only when its entry exists and both files match the entry's
 sizes and sha256, so a worker killed mid-shard leaves nothing that looks complete; a restart
@@ -19,13 +20,43 @@ re-hashes (on the workers) and skips what verifies, and redoes the rest.
 
 Dask is imported lazily: ``import gputok`` and the readers here work without it.
 
-Performance notes (2-core shared CPU VM, 2026-11-22, 17 MB of the ci corpus): per worker,
-a reader thread parses batch k+1, gputok tokenizes batch k (GIL released) and a writer thread
-packs uint16 + EOT, sha256-hashes and writes batch k-1. The pipeline alone (bench_corpus.py
---null) ran at ~0.11 GB/s here, bounded by Parquet decoding (~0.24 GB/s, snappy) and packing
-(~1.4 GB/s of text) on this slow VM; tokenizing on its 2 cores is slower still (~18 MB/s), so
-the pipeline costs little on the CPU. Arrow's JSON reader beat Python's json by ~1.4x on 2
-cores, and scales with cores. A GPU worker's ceiling is this pipeline: measure it with --null.
+Performance notes. Per worker, a reader thread parses batch k+1, gputok tokenizes batch k (GIL
+released) and a writer thread packs uint16 + EOT (numpy), sha256-hashes and writes batch k-1.
+Text, Arrow JSONL and Parquet batches reach the tokenizer as one buffer + offsets
+(Tokenizer.encode_buffer_flat: no Python object per document), and a shard is cut into at
+least PIPELINE_BATCHES batches so that the three stages overlap within it. Several shards run
+at once per worker (Dask threads_per_worker, default_threads_per_worker: up to 4 on a GPU
+worker), each with its own reader and writer threads, all sharing the worker's one tokenizer
+(the bindings serialize GPU calls; CPU calls get cores / all Dask threads tokenizer threads).
+This spreads the one-core stages (Parquet decoding, pack + sha256) of different shards over
+the host's cores while the GPU is kept busy.
+
+2026-11-22, 2-core dev VM (shared: load average 1-4.5 from other jobs, so +-30%): 16.7 MB of
+the ci corpus x4 in 4 Parquet shards (one row group each, snappy). `bench/bench_corpus.py
+--quick --null --scale 4 --repeat 3 --workers 2 --no-docs`: pipeline alone 0.059 GB/s before
+(load 0.9), 0.085-0.141 GB/s after (load 3.5-4.5); in-process A/B of the old and new module,
+interleaved: 0.142 -> 0.151 GB/s (fsync), 0.151 -> 0.166 (no fsync); CPU tokenizer (gputok,
+2 threads) 0.021 -> 0.021 GB/s, the tokenizer being the bound there. What caps it on this VM,
+measured alone: Parquet decoding 0.26-0.29 GB/s (snappy decompression alone 0.39 GB/s; the
+same data uncompressed decodes at 1.27 GB/s), then pack ~1.6 GB/s, sha256 ~1-2 GB/s of output,
+write ~1-3 GB/s and fsync; threads gave no parallel speed-up on this VM.
+Same A/B on an H200 host (16 cores, same shards, in process, fsync; median GB/s old -> new):
+null Parquet 0.207 -> 0.266, null text 0.393 -> 0.398; GPU Parquet 0.144 -> 0.176, GPU text
+0.213 -> 0.253 (no fsync: GPU Parquet 0.172 -> 0.219, GPU text 0.273 -> 0.349). There, per
+16.7 MB: Parquet decode 33 ms (0.51 GB/s, one core), GPU encode of 1 MB batches 30 ms, pack
+10 ms, sha256 11 ms, write 5.5 ms, fsync of 4 files 13 ms. So a GPU worker on Parquet files of
+one row group is capped by snappy decoding on one core (~0.5 GB/s), then by pack + sha256 on
+the single writer thread (~0.8 GB/s); a single sha256 stream per file cannot be split.
+Hence several shards per worker (threads_per_worker). 2-core VM, same 4 shards, in process,
+K shards at once through a thread pool (bench_corpus.run_in_process; interleaved, median of 4,
+load 2.5): null pipeline K=1 0.158 GB/s, K=2 0.245, K=4 0.234 (two cores: no gain past 2);
+gputok CPU (2 // K tokenizer threads per call; 8 shards, median of 6, load 2.5-3.2) 0.020 /
+0.024 / 0.023 GB/s: running shards side by side beats splitting one call over the cores by
+~20% (a call's preparation is serial), but a local CPU cluster already runs min(cores, 8)
+workers, i.e. that many shards at once, so CPU workers keep 1 thread by default. gigatoken in
+the same harness
+(its rayon pool on both cores, Python lists of documents) 0.068 -> 0.115 GB/s with K=2, which
+is why bench_corpus.py gives it the same K as gputok's threads per worker.
 """
 
 from __future__ import annotations
@@ -59,7 +90,17 @@ FORMATS = ("text", "jsonl", "parquet")
 ERROR_POLICIES = ("strict", "replace", "skip")
 MANIFEST = "manifest.json"
 MAX_ID = 65535  # uint16
-DEFAULT_BATCH_BYTES = 32 << 20  # text per tokenizer call: bounds memory, amortizes the call
+DEFAULT_BATCH_BYTES = 32 << 20  # text per tokenizer call at most: bounds memory, amortizes it
+# A shard is cut into at least this many batches (of at least the minimum batch), so that its
+# reading, tokenizing and writing overlap even when it is smaller than batch_bytes.
+PIPELINE_BATCHES = 4
+MIN_BATCH_BYTES = 1 << 20  # the minimum batch on the CPU
+# ... and on the GPU, where a call has a fixed cost (launches, copies: a 1 MB batch took 30 ms
+# per 16.7 MB on an H200, i.e. ~1.8 ms per call) that bigger batches amortize.
+GPU_MIN_BATCH_BYTES = 4 << 20
+# Shards a GPU worker tokenizes at once (Dask threads per worker) at most; see
+# default_threads_per_worker.
+MAX_GPU_THREADS_PER_WORKER = 4
 
 _EXTENSIONS = {
     ".txt": "text",
@@ -150,18 +191,95 @@ def find_shards(
 
 
 # ---------------------------------------------------------------------------------------------
-# Readers: each yields Batches of ~batch_bytes of text. Documents are str or bytes (gputok
-# validates the UTF-8 of bytes itself); Batch.locate(i) names where document i came from.
+# Readers: each yields Batches of ~batch_bytes of text. A Batch is either one buffer of UTF-8
+# bytes with document bounds into it (text, Arrow JSON, Parquet: no Python object per
+# document; gputok validates the UTF-8 itself) or a list of documents (str or bytes: the
+# line-by-line JSONL path). Batch.locate(i) names where document i came from.
 
 
 @dataclasses.dataclass
 class Batch:
-    """Documents (str or bytes) of one tokenizer call; ``locate(i)`` names where document
-    ``i`` came from (for messages, built only when needed)."""
+    """The documents of one tokenizer call: ``docs`` (str or bytes), or, with ``docs`` None,
+    slices of ``data`` (a bytes-like buffer) given by ``bounds``: int32/int64, shape (n + 1,)
+    boundaries or (n, 2) [start, end) spans, as ``Tokenizer.encode_buffer_flat`` takes them.
+    ``locate(i)`` names where document ``i`` came from (for messages, built only when
+    needed). ``arrow``: the Arrow array the buffer came from, if any (to list it quickly)."""
 
-    docs: list
+    docs: list | None
     locate: Callable[[int], str]
     skipped_invalid_utf8: int = 0
+    data: object = None
+    bounds: np.ndarray | None = None
+    arrow: object = None
+
+    def __len__(self) -> int:
+        if self.docs is not None:
+            return len(self.docs)
+        return len(self.bounds) - (self.bounds.ndim == 1)
+
+    def spans(self) -> np.ndarray:
+        """(n, 2) int64 [start, end) of every document in ``data``."""
+        b = self.bounds.astype(np.int64, copy=False)
+        return b if b.ndim == 2 else np.stack([b[:-1], b[1:]], axis=1)
+
+    def lengths(self) -> np.ndarray:
+        """Byte length of every document (str: of its UTF-8)."""
+        if self.docs is not None:
+            return np.fromiter(map(_utf8_len, self.docs), dtype=np.int64, count=len(self.docs))
+        b = self.bounds.astype(np.int64, copy=False)
+        return np.diff(b) if b.ndim == 1 else b[:, 1] - b[:, 0]
+
+    def doc_list(self) -> list:
+        """The documents as a list (bytes where they are slices of a buffer), for tokenizers
+        that take only sequences."""
+        if self.docs is not None:
+            return self.docs
+        if self.arrow is not None:
+            import pyarrow as pa
+
+            return self.arrow.cast(pa.large_binary()).to_pylist()
+        mv = memoryview(self.data).cast("B")
+        return [mv[a:b].tobytes() for a, b in self.spans().tolist()]
+
+    def select(self, keep: np.ndarray) -> Batch:
+        """The documents at positions ``keep`` (ascending), with ``locate`` still naming
+        their original places."""
+        keep = np.asarray(keep, dtype=np.int64)
+        where = keep.tolist()
+        locate = self.locate
+
+        def sub_locate(i: int) -> str:
+            return locate(where[i])
+
+        if self.docs is not None:
+            return Batch([self.docs[i] for i in where], sub_locate, self.skipped_invalid_utf8)
+        return Batch(None, sub_locate, self.skipped_invalid_utf8, self.data, self.spans()[keep])
+
+
+def _utf8_len(d) -> int:
+    return len(d) if isinstance(d, (bytes, bytearray)) else len(d.encode("utf-8", "surrogatepass"))
+
+
+def _arrow_parts(arr) -> tuple[object, np.ndarray, object]:
+    """(data buffer, offsets int32/int64 of len(arr) + 1, the array the buffers belong to)
+    of an Arrow string/binary array without copying (view types are cast first)."""
+    import pyarrow as pa
+
+    t = arr.type
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    if not (large or pa.types.is_string(t) or pa.types.is_binary(t)):
+        arr, large = arr.cast(pa.large_binary()), True
+    dtype = np.int64 if large else np.int32
+    _validity, offs, data = arr.buffers()[:3]
+    if len(arr) == 0 or offs is None:
+        return b"", np.zeros(1, dtype=dtype), arr
+    offsets = np.frombuffer(offs, dtype=dtype)[arr.offset : arr.offset + len(arr) + 1]
+    return (data if data is not None else b""), offsets, arr
+
+
+def _arrow_batch(arr, locate: Callable[[int], str]) -> Batch:
+    data, offsets, arr = _arrow_parts(arr)
+    return Batch(None, locate, 0, data, offsets, arr)
 
 
 def _open_binary(path: str):
@@ -180,6 +298,15 @@ def _read_all(path: str) -> bytes:
             raise CorpusInputError(f"{path}: cannot read: {e}") from e
 
 
+def _batch_target(
+    batch_bytes: int, total_bytes: int, min_batch_bytes: int = MIN_BATCH_BYTES
+) -> int:
+    """Text bytes per batch for a shard of ``total_bytes``: ``batch_bytes``, or less so that
+    the shard makes PIPELINE_BATCHES batches (but not below ``min_batch_bytes``; never above
+    ``batch_bytes``)."""
+    return max(1, min(batch_bytes, max(min_batch_bytes, total_bytes // PIPELINE_BATCHES)))
+
+
 def unescape_separator(sep: str) -> str:
     r"""CLI separators: ``\n``, ``\r``, ``\t``, ``\0`` and ``\\`` escapes; anything else as is."""
     table = {"n": "\n", "r": "\r", "t": "\t", "0": "\0", "\\": "\\"}
@@ -190,36 +317,71 @@ def _at(fmt: str, values: list[int]) -> Callable[[int], str]:
     return lambda i: fmt.format(values[i])
 
 
-def read_text(path: str, separator: str | None, batch_bytes: int) -> Iterator[Batch]:
-    """A text file: one document, or documents split on ``separator`` (a final empty piece,
-    from a trailing separator, is dropped). Read whole; documents stay bytes."""
+def read_text(
+    path: str,
+    separator: str | None,
+    batch_bytes: int,
+    *,
+    min_batch_bytes: int = MIN_BATCH_BYTES,
+) -> Iterator[Batch]:
+    """A text file: one document, or documents split on ``separator`` as ``bytes.split``
+    splits (a final empty piece, from a trailing separator, is dropped). Read whole; the
+    documents are spans of the file's bytes, found with numpy."""
     data = _read_all(path)
     if separator is None:
-        yield Batch([data], lambda i: f"{path}: document 0")
+        yield Batch(None, lambda i: f"{path}: document 0", 0, data, np.array([0, len(data)]))
         return
     sep = separator.encode("utf-8")
     if not sep:
         raise ValueError("text separator must not be empty")
-    docs, starts, size, pos = [], [], 0, 0
-    pieces = data.split(sep)
-    if pieces and pieces[-1] == b"" and len(pieces) > 1:
-        pieces.pop()
-    for piece in pieces:
-        docs.append(piece)
-        starts.append(pos)
-        pos += len(piece) + len(sep)
-        size += len(piece)
-        if size >= batch_bytes:
-            yield Batch(docs, _at(path + ": byte {}", starts))
-            docs, starts, size = [], [], 0
-    if docs:
-        yield Batch(docs, _at(path + ": byte {}", starts))
+    at = _find_all(data, sep)
+    starts = np.concatenate([[0], at + len(sep)])
+    ends = np.concatenate([at, [len(data)]])
+    if len(starts) > 1 and starts[-1] == ends[-1]:
+        starts, ends = starts[:-1], ends[:-1]
+    spans = np.stack([starts, ends], axis=1).astype(np.int64)
+    # Batches end after the document that brings them to >= the target of text.
+    total = np.cumsum(ends - starts)
+    batch_bytes = _batch_target(batch_bytes, int(total[-1]), min_batch_bytes)
+    a = 0
+    while a < len(spans):
+        b = int(np.searchsorted(total, (total[a - 1] if a else 0) + batch_bytes, "left")) + 1
+        b = min(max(b, a + 1), len(spans))
+        yield Batch(None, _at(path + ": byte {}", starts[a:b].tolist()), 0, data, spans[a:b])
+        a = b
+
+
+def _find_all(data: bytes, sep: bytes) -> np.ndarray:
+    """Start offsets of the non-overlapping occurrences of ``sep`` in ``data``, left to right
+    (as ``bytes.split`` finds them), int64; by numpy (~1 ns per byte whatever the count)."""
+    a = np.frombuffer(data, dtype=np.uint8)
+    k = len(sep)
+    if len(a) < k:
+        return np.zeros(0, dtype=np.int64)
+    at = np.flatnonzero(a[: len(a) - k + 1] == sep[0])
+    for j in range(1, k):
+        at = at[a[at + j] == sep[j]]
+    if k > 1 and len(at) > 1 and np.any(np.diff(at) < k):  # overlaps (sep b"\n\n"): leftmost
+        keep, nxt = [], -1
+        for p in at.tolist():
+            if p >= nxt:
+                keep.append(p)
+                nxt = p + k
+        at = np.array(keep, dtype=np.int64)
+    return at.astype(np.int64, copy=False)
 
 
 JSONL_FAST_MAX_BYTES = 1 << 30
 
 
-def read_jsonl(path: str, field: str, errors: str, batch_bytes: int) -> Iterator[Batch]:
+def read_jsonl(
+    path: str,
+    field: str,
+    errors: str,
+    batch_bytes: int,
+    *,
+    min_batch_bytes: int = MIN_BATCH_BYTES,
+) -> Iterator[Batch]:
     """JSON Lines: one object per line, the document is string field ``field``. Blank lines
     are skipped. Invalid UTF-8 in a line follows ``errors`` (strict / replace / skip line).
 
@@ -229,14 +391,16 @@ def read_jsonl(path: str, field: str, errors: str, batch_bytes: int) -> Iterator
     file down the line-by-line Python path, which decides and names the line; so both paths
     give the same documents or the same error.
     """
-    fast = _read_jsonl_arrow(path, field, batch_bytes)
+    fast = _read_jsonl_arrow(path, field, batch_bytes, min_batch_bytes)
     if fast is not None:
         yield from fast
         return
     yield from _read_jsonl_python(path, field, errors, batch_bytes)
 
 
-def _read_jsonl_arrow(path: str, field: str, batch_bytes: int) -> Iterator[Batch] | None:
+def _read_jsonl_arrow(
+    path: str, field: str, batch_bytes: int, min_batch_bytes: int = MIN_BATCH_BYTES
+) -> Iterator[Batch] | None:
     """Batches from Arrow's JSON reader, or None where the Python path must decide. Every
     check happens before the first batch is handed on, so a fallback never restarts."""
     if _split_ext(path)[1] is not None:
@@ -265,13 +429,14 @@ def _read_jsonl_arrow(path: str, field: str, batch_bytes: int) -> Iterator[Batch
 
     def batches() -> Iterator[Batch]:
         row = 0
+        target = _batch_target(batch_bytes, col.nbytes, min_batch_bytes)
         for chunk in col.chunks:
-            raw = chunk.cast(pa.large_binary())
-            n = len(raw)
-            rows = max(1, int(batch_bytes // max(1, raw.nbytes // max(n, 1))))
+            n = len(chunk)
+            rows = max(1, int(target // max(1, chunk.nbytes // max(n, 1))))
             for a in range(0, n, rows):
-                docs = raw.slice(a, rows).to_pylist()
-                yield Batch(docs, lambda i, r=row + a: f"{path}: record {r + i}")
+                yield _arrow_batch(
+                    chunk.slice(a, rows), lambda i, r=row + a: f"{path}: record {r + i}"
+                )
             row += n
 
     return batches()
@@ -341,9 +506,13 @@ def _json_type(v) -> str:
     }.get(type(v), type(v).__name__)
 
 
-def read_parquet(path: str, column: str, batch_bytes: int) -> Iterator[Batch]:
+def read_parquet(
+    path: str, column: str, batch_bytes: int, *, min_batch_bytes: int = MIN_BATCH_BYTES
+) -> Iterator[Batch]:
     """Parquet: the string (or binary) column ``column``; nulls are an error. Documents are
-    handed on as bytes, so gputok validates their UTF-8 under the run's policy."""
+    handed on as Arrow's buffers (bytes), so gputok validates their UTF-8 under the run's
+    policy. Decoding (snappy, dictionary pages) is the cost here; it runs on the reader
+    thread with the GIL released, overlapped with tokenizing and writing."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -372,8 +541,10 @@ def read_parquet(path: str, column: str, batch_bytes: int) -> Iterator[Batch]:
     md = pf.metadata
     rows = max(1, md.num_rows)
     # Uncompressed bytes per row, from the row-group metadata, sizes batches in text bytes.
-    avg = max(1, sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups)) // rows)
-    batch_rows = int(min(max(batch_bytes // avg, 64), 1 << 20))
+    total = sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+    avg = max(1, total // rows)
+    target = _batch_target(batch_bytes, total, min_batch_bytes)
+    batch_rows = int(min(max(target // avg, 64), 1 << 20))
     row = 0
     try:
         for rb in pf.iter_batches(batch_size=batch_rows, columns=[column]):
@@ -383,9 +554,8 @@ def read_parquet(path: str, column: str, batch_bytes: int) -> Iterator[Batch]:
                 raise CorpusInputError(
                     f"{path}: row {row + first}: column {column!r} is null, expected a string"
                 )
-            docs = arr.cast(pa.large_binary()).to_pylist()
-            yield Batch(docs, lambda i, r=row: f"{path}: row {r + i}")
-            row += len(docs)
+            yield _arrow_batch(arr, lambda i, r=row: f"{path}: row {r + i}")
+            row += len(arr)
     except pa.ArrowException as e:
         raise CorpusInputError(f"{path}: cannot read as Parquet: {e}") from e
 
@@ -398,14 +568,18 @@ def read_shard(
     text_separator=None,
     errors="strict",
     batch_bytes=DEFAULT_BATCH_BYTES,
+    min_batch_bytes=MIN_BATCH_BYTES,
 ) -> Iterator[Batch]:
-    """Batches of documents of one input file (see read_text / read_jsonl / read_parquet)."""
+    """Batches of documents of one input file (see read_text / read_jsonl / read_parquet):
+    at most ``batch_bytes`` of text each, and at least ``min_batch_bytes`` where the shard
+    has that much (the line-by-line JSONL path cuts at ``batch_bytes`` only)."""
     fmt = detect_format(path, fmt)
+    mb = {"min_batch_bytes": min_batch_bytes}
     if fmt == "text":
-        return read_text(path, text_separator, batch_bytes)
+        return read_text(path, text_separator, batch_bytes, **mb)
     if fmt == "jsonl":
-        return read_jsonl(path, field, errors, batch_bytes)
-    return read_parquet(path, field, batch_bytes)
+        return read_jsonl(path, field, errors, batch_bytes, **mb)
+    return read_parquet(path, field, batch_bytes, **mb)
 
 
 def _prefetch(it: Iterator, depth: int = 2) -> Iterator:
@@ -550,6 +724,10 @@ def _worker_device_id(spec: dict) -> int:
 
 
 def _tokenizer(device: str, device_id: int):
+    """This process's tokenizer for (device, device_id), built once and shared by all its
+    threads: a worker running several shards at once (threads_per_worker > 1) holds one GPU
+    tokenizer (one context, one memory pool), whose bindings serialize the GPU calls with a
+    mutex; the CPU tokenizer is safe to call from several threads too."""
     key = (device, device_id)
     with _TOK_LOCK:
         tok = _TOKENIZERS.get(key)
@@ -562,6 +740,14 @@ def _tokenizer(device: str, device_id: int):
                 raise CorpusError(f"{tok.name}: {tok.n_vocab} ids do not fit uint16")
             _TOKENIZERS[key] = tok
         return tok
+
+
+def _min_batch_bytes(spec: dict, tok) -> int:
+    """The run's minimum batch, or by device: GPU_MIN_BATCH_BYTES on the GPU, else
+    MIN_BATCH_BYTES."""
+    if spec.get("min_batch_bytes") is not None:
+        return max(1, int(spec["min_batch_bytes"]))
+    return GPU_MIN_BATCH_BYTES if getattr(tok, "device", "cpu") == "cuda" else MIN_BATCH_BYTES
 
 
 def warm_worker(device: str = "auto", gpus: int = 0, gpu_by_worker_name: bool = False) -> str:
@@ -648,57 +834,103 @@ def _maybe_fault(spec: dict, stage: str) -> None:
     raise RuntimeError(f"injected failure in {spec['name']} ({stage})")
 
 
-def _invalid_utf8(docs: list) -> list[tuple[int, int]]:
+def _invalid_utf8(batch: Batch) -> list[tuple[int, int]]:
     """[(document, byte offset)] of the documents (bytes) that are not valid UTF-8."""
     out = []
-    for i, d in enumerate(docs):
-        if isinstance(d, bytes):
+    if batch.docs is not None:
+        docs = enumerate(batch.docs)
+    else:
+        mv = memoryview(batch.data).cast("B")
+        docs = ((i, mv[a:b]) for i, (a, b) in enumerate(batch.spans().tolist()))
+    for i, d in docs:
+        if not isinstance(d, str):
             try:
-                d.decode("utf-8")
+                str(d, "utf-8")
             except UnicodeDecodeError as e:
                 out.append((i, e.start))
     return out
 
 
 def _encode_batch(tok, batch: Batch, spec: dict):
-    """(ids int32, offsets int64, documents tokenized, skipped invalid, skipped empty).
-    UTF-8 is checked by gputok itself; only when it refuses a batch are the documents
-    scanned here, to name the place (strict) or drop the bad ones (skip)."""
-    docs, errors = batch.docs, spec["errors"]
-    index = range(len(docs))  # position in the batch of each document kept
+    """(ids int32, offsets int64, documents tokenized, their text bytes, skipped invalid,
+    skipped empty). A buffer batch goes to ``encode_buffer_flat`` (no Python object per
+    document) where the tokenizer has it, else its documents are listed. UTF-8 is checked
+    by gputok itself; only when it refuses a batch are the documents scanned here, to name
+    the place (strict) or drop the bad ones (skip)."""
+    errors = spec["errors"]
     skipped_bad, skipped_empty = batch.skipped_invalid_utf8, 0
+    lengths = batch.lengths()
     if spec["skip_empty"]:
-        index = [i for i, d in enumerate(docs) if len(d)]
-        skipped_empty = len(docs) - len(index)
-        docs = [docs[i] for i in index]
+        keep = np.flatnonzero(lengths)
+        if len(keep) < len(lengths):
+            skipped_empty = len(lengths) - len(keep)
+            batch, lengths = batch.select(keep), lengths[keep]
     gerrors = "replace" if errors == "replace" else "strict"
+    buffer_api = batch.docs is None and hasattr(tok, "encode_buffer_flat")
     for _attempt in range(2):
         try:
-            ids, offsets = tok.encode_batch_flat(
-                docs, num_threads=spec["num_threads"], disallowed_special=(), errors=gerrors
-            )
-            return ids, offsets, docs, skipped_bad, skipped_empty
+            if buffer_api:
+                ids, offsets = tok.encode_buffer_flat(
+                    batch.data,
+                    batch.bounds,
+                    num_threads=spec["num_threads"],
+                    disallowed_special=(),
+                    errors=gerrors,
+                )
+            else:
+                ids, offsets = tok.encode_batch_flat(
+                    batch.doc_list(),
+                    num_threads=spec["num_threads"],
+                    disallowed_special=(),
+                    errors=gerrors,
+                )
+            return ids, offsets, len(lengths), int(lengths.sum()), skipped_bad, skipped_empty
         except ValueError:
-            bad = _invalid_utf8(docs)
+            bad = _invalid_utf8(batch)
             if not bad or errors not in ("strict", "skip"):
                 raise
             if errors == "strict":
                 i, off = bad[0]
                 raise CorpusInputError(
-                    f"{batch.locate(index[i])}: invalid UTF-8 at byte {off} of the document; "
+                    f"{batch.locate(i)}: invalid UTF-8 at byte {off} of the document; "
                     "use --utf8-errors replace|skip"
                 ) from None
-            drop = {i for i, _ in bad}
-            index = [j for i, j in enumerate(index) if i not in drop]
-            docs = [d for i, d in enumerate(docs) if i not in drop]
-            skipped_bad += len(drop)
+            keep = np.setdiff1d(np.arange(len(lengths)), [i for i, _ in bad])
+            skipped_bad += len(lengths) - len(keep)
+            batch, lengths = batch.select(keep), lengths[keep]
     raise AssertionError("unreachable: the second attempt has only valid UTF-8")
+
+
+# Documents of at least this many tokens on average are packed one slice copy each; shorter
+# ones by one boolean scatter (numpy's is ~2 ns per id; a slice copy ~1 us per document).
+_PACK_LOOP_MIN_TOKENS = 512
+
+
+def _pack(ids: np.ndarray, offsets: np.ndarray, eot: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(uint16 tokens with ``eot`` after every document, each document's end in them)."""
+    n = len(offsets) - 1
+    if eot is None:
+        return ids.astype("<u2"), offsets[1:]
+    # Each document gets one more slot, at its end, for <|endoftext|>.
+    ends = offsets[1:] + np.arange(1, n + 1, dtype=np.int64)
+    out = np.empty(ids.size + n, dtype="<u2")
+    if n and ids.size >= _PACK_LOOP_MIN_TOKENS * n:
+        src = offsets.tolist()
+        dst = 0
+        for a, b in zip(src[:-1], src[1:], strict=True):
+            out[dst : dst + b - a] = ids[a:b]
+            dst += b - a + 1
+    else:
+        mask = np.ones(out.size, dtype=bool)
+        mask[ends - 1] = False
+        out[mask] = ids
+    out[ends - 1] = eot
+    return out, ends
 
 
 def _emit(ids, offsets, eot, base: int, bin_f: _HashedFile, idx_f: _HashedFile, path: str):
     """Pack one batch as uint16 (+ <|endoftext|> after each document) and write it, with its
     offsets shifted by ``base``, the shard's tokens so far. Runs on the writer thread."""
-    n = len(offsets) - 1
     # One pass checks both ends: a negative int32 is a huge uint32.
     if ids.size:
         if ids.dtype == np.int32:
@@ -708,25 +940,9 @@ def _emit(ids, offsets, eot, base: int, bin_f: _HashedFile, idx_f: _HashedFile, 
         if bad:
             worst = int(ids.max()) if int(ids.max()) > MAX_ID else int(ids.min())
             raise CorpusError(f"{path}: token id {worst} does not fit uint16")
-    if eot is None:
-        out = ids.astype("<u2")
-        ends = offsets[1:]
-    else:
-        # Each document gets one more slot, at its end, for <|endoftext|>.
-        ends = offsets[1:] + np.arange(1, n + 1, dtype=np.int64)
-        out = np.empty(ids.size + n, dtype="<u2")
-        mask = np.ones(out.size, dtype=bool)
-        mask[ends - 1] = False
-        out[mask] = ids
-        out[ends - 1] = eot
+    out, ends = _pack(ids, offsets, eot)
     bin_f.write(out)
     idx_f.write((ends + base).astype("<i8"))
-
-
-def _text_bytes(docs: list) -> int:
-    return sum(
-        len(d) if isinstance(d, bytes) else len(d.encode("utf-8", "surrogatepass")) for d in docs
-    )
 
 
 def tokenize_shard(spec: dict) -> dict:
@@ -769,6 +985,7 @@ def tokenize_shard(spec: dict) -> dict:
             text_separator=spec["text_separator"],
             errors=spec["errors"],
             batch_bytes=spec["batch_bytes"],
+            min_batch_bytes=_min_batch_bytes(spec, tok),
         )
         # Three stages overlap: the reader thread parses batch k+1, this thread tokenizes
         # batch k (gputok releases the GIL), the writer thread packs and writes batch k-1.
@@ -779,15 +996,15 @@ def tokenize_shard(spec: dict) -> dict:
         ):
             pending: collections.deque = collections.deque()
             for k, batch in enumerate(reader):
-                ids, offsets, docs, bad, empty = _encode_batch(tok, batch, spec)
+                ids, offsets, n, nbytes, bad, empty = _encode_batch(tok, batch, spec)
+                del batch  # its buffers can go once encoded
                 skipped_bad, skipped_empty = skipped_bad + bad, skipped_empty + empty
-                n = len(offsets) - 1
                 pending.append(
                     writer.submit(_emit, ids, offsets, eot, tokens_n, bin_f, idx_f, spec["path"])
                 )
                 tokens_n += int(ids.size) + (n if eot is not None else 0)
                 docs_n += n
-                text_bytes += _text_bytes(docs)
+                text_bytes += nbytes
                 while len(pending) > 1:
                     pending.popleft().result()
                 if k == 0 and spec.get("_fault"):
@@ -909,46 +1126,81 @@ def _dashboard_kwargs(dashboard: bool) -> dict:
     return {"dashboard_address": ":0", "scheduler_kwargs": {"dashboard": False}}
 
 
+def local_gpus(device: str = "auto") -> int:
+    """GPUs a local cluster would use for ``device``: 0 for "cpu" or where CUDA is not
+    usable ("auto"); raises CudaUnavailableError for "cuda" without a usable GPU."""
+    if device == "cpu":
+        return 0
+    import gputok
+
+    if gputok.cuda_available()[0]:
+        return max(1, _gpu_count())
+    if device == "cuda":
+        raise gputok.CudaUnavailableError(f"device='cuda': {gputok.cuda_available()[1]}")
+    return 0
+
+
+def default_threads_per_worker(gpus: int, cores: int | None = None) -> int:
+    """Shards a local worker tokenizes at once (Dask threads per worker) by default.
+
+    GPU workers: min(MAX_GPU_THREADS_PER_WORKER, cores / (2 x GPUs)), at least 1. One shard's
+    pipeline is capped by its reader (Parquet snappy decoding runs on one core, ~0.5 GB/s on
+    an H200 host) and then its writer thread (pack + sha256, ~0.8 GB/s), well below the GPU
+    tokenizer (~2.3 GB/s), so a GPU worker needs ~4 shards in flight to keep its GPU busy;
+    each busy shard keeps ~2 cores busy (reader, writer; the tokenizing thread mostly waits
+    on the GPU), hence the cores / (2 x GPUs) bound. All threads of a worker share its one
+    tokenizer. CPU workers: 1. The CPU tokenizer is the bound there (~10x slower than the
+    pipeline), and a local CPU cluster already has min(cores, 8) workers, so as many shards
+    in flight, each call on cores / workers threads; more per worker mostly costs memory
+    (see the notes at the top of this module)."""
+    if gpus <= 0:
+        return 1
+    cores = cores or _cpu_count()
+    return max(1, min(MAX_GPU_THREADS_PER_WORKER, cores // (2 * gpus)))
+
+
 def local_cluster(
     n_workers: int | None = None,
     *,
     device: str = "auto",
     processes: bool = True,
     dashboard: bool = True,
+    threads_per_worker: int | None = None,
     log: Callable[[str], None] = print,
 ):
     """(client, cluster): the local cluster ``tokenize_corpus`` starts when given no client.
     With a usable GPU: one worker per GPU (dask-cuda's LocalCUDACluster where installed, else
-    plain workers that pick their GPU by worker name); else min(cores, 8) CPU workers. Pass
-    the client to ``tokenize_corpus(client=...)``; close both when done."""
-    client, cluster, _, _ = _make_client(None, n_workers, processes, device, dashboard, log)
+    plain workers that pick their GPU by worker name); else min(cores, 8) CPU workers. Each
+    worker runs ``threads_per_worker`` shards at once (None: default_threads_per_worker).
+    Pass the client to ``tokenize_corpus(client=...)``; close both when done."""
+    client, cluster, _, _ = _make_client(
+        None, n_workers, processes, device, dashboard, log, threads_per_worker
+    )
     return client, cluster
 
 
-def _make_client(scheduler, n_workers, processes, device, dashboard, log):
+def _make_client(scheduler, n_workers, processes, device, dashboard, log, threads_per_worker):
     """(client, cluster or None, GPUs per host, choose the GPU by worker name). The GPU facts
     also ride on the client (``_gputok_gpu_info``) for runs that are handed the client."""
     client, cluster, gpus, by_name = _start_client(
-        scheduler, n_workers, processes, device, dashboard, log
+        scheduler, n_workers, processes, device, dashboard, log, threads_per_worker
     )
     client._gputok_gpu_info = (gpus, by_name)
     return client, cluster, gpus, by_name
 
 
-def _start_client(scheduler, n_workers, processes, device, dashboard, log):
+def _start_client(scheduler, n_workers, processes, device, dashboard, log, threads_per_worker):
     from distributed import Client, LocalCluster
 
+    if threads_per_worker is not None and threads_per_worker < 1:
+        raise ValueError(f"threads_per_worker must be >= 1, got {threads_per_worker}")
     if scheduler:
+        if threads_per_worker is not None:
+            log("threads per worker: set by the workers of a running cluster (--nthreads)")
         client = Client(scheduler)
         return client, None, 0, False
-    gpus = 0
-    if device != "cpu":
-        import gputok
-
-        if gputok.cuda_available()[0]:
-            gpus = max(1, _gpu_count())
-        elif device == "cuda":
-            raise gputok.CudaUnavailableError(f"device='cuda': {gputok.cuda_available()[1]}")
+    gpus = local_gpus(device)
+    tpw = threads_per_worker or default_threads_per_worker(gpus)
     if gpus:
         try:
             from dask_cuda import LocalCUDACluster
@@ -957,17 +1209,17 @@ def _start_client(scheduler, n_workers, processes, device, dashboard, log):
         n = n_workers or gpus
         if LocalCUDACluster is not None:
             cluster = LocalCUDACluster(
-                n_workers=n, threads_per_worker=1, **_dashboard_kwargs(dashboard)
+                n_workers=n, threads_per_worker=tpw, **_dashboard_kwargs(dashboard)
             )
             return Client(cluster), cluster, gpus, False
         log(f"dask-cuda is not installed: {n} plain workers, GPU chosen by worker name")
         cluster = LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=processes, **_dashboard_kwargs(dashboard)
+            n_workers=n, threads_per_worker=tpw, processes=processes, **_dashboard_kwargs(dashboard)
         )
         return Client(cluster), cluster, gpus, True
     n = n_workers or max(1, min(_cpu_count(), 8))
     cluster = LocalCluster(
-        n_workers=n, threads_per_worker=1, processes=processes, **_dashboard_kwargs(dashboard)
+        n_workers=n, threads_per_worker=tpw, processes=processes, **_dashboard_kwargs(dashboard)
     )
     return Client(cluster), cluster, 0, False
 
@@ -996,6 +1248,7 @@ def shard_spec(
     gpus: int = 0,
     gpu_by_worker_name: bool = False,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    min_batch_bytes: int | None = None,
     fsync: bool = True,
     manifest_entry: dict | None = None,
     _fault: dict | None = None,
@@ -1013,6 +1266,7 @@ def shard_spec(
         "gpus": gpus,
         "gpu_by_worker_name": gpu_by_worker_name,
         "batch_bytes": int(batch_bytes),
+        "min_batch_bytes": None if min_batch_bytes is None else int(min_batch_bytes),
         "fsync": bool(fsync),
         "manifest_entry": manifest_entry,
         "_fault": _fault,
@@ -1039,6 +1293,8 @@ def tokenize_corpus(
     progress: bool = True,
     overwrite: bool = False,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    min_batch_bytes: int | None = None,
+    threads_per_worker: int | None = None,
     fsync: bool = True,
     log: Callable[[str], None] | None = None,
     _fault: dict | None = None,
@@ -1050,8 +1306,13 @@ def tokenize_corpus(
     files into documents on it (None: a file is one document). eot: append <|endoftext|>
     after every document. errors: invalid UTF-8 policy, "strict" (fail naming the place),
     "replace" (U+FFFD) or "skip" (drop the document). device: "auto" | "cpu" | "cuda".
-    num_threads: gputok threads per worker (None: cores / workers on a local CPU cluster, else
-    all). client / scheduler: an existing distributed.Client, or a scheduler address; neither
+    num_threads: gputok CPU threads per tokenizer call (None: cores / (workers x threads per
+    worker) on a local cluster, else 0 = all cores, calls taking turns on the pool).
+    threads_per_worker: shards each local worker tokenizes at once, sharing its tokenizer
+    (None: default_threads_per_worker: up to 4 on GPU workers, 1 on CPU workers; a given
+    client or scheduler keeps its workers' threads). batch_bytes / min_batch_bytes: the most
+    / the fewest bytes of text per tokenizer call (a shard is cut into at least 4 calls; None:
+    4 MB on the GPU, 1 MB on the CPU). client / scheduler: an existing distributed.Client, or a scheduler address; neither
     starts a LocalCluster (LocalCUDACluster, one worker per GPU, where dask-cuda is installed
     and a GPU is usable). Raises CorpusError when a shard fails (after the others finished;
     a rerun resumes), CorpusInputError for inputs that cannot be found. fsync=False skips the
@@ -1084,12 +1345,19 @@ def tokenize_corpus(
     gpus, by_name = getattr(client, "_gputok_gpu_info", (0, False))
     if own:
         client, cluster, gpus, by_name = _make_client(
-            scheduler, n_workers, processes, device, dashboard, log
+            scheduler, n_workers, processes, device, dashboard, log, threads_per_worker
         )
+    elif threads_per_worker is not None:
+        log("threads_per_worker: ignored, the given client's workers keep their threads")
     try:
-        workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
+        info = client.scheduler_info(n_workers=-1).get("workers", {})
+        workers = max(1, len(info))
+        slots = max(workers, sum(int(w.get("nthreads") or 1) for w in info.values()))
         if num_threads is None:
-            num_threads = max(1, _cpu_count() // workers) if cluster is not None else 0
+            # Each Dask thread makes one tokenizer call at a time: split the cores among all
+            # of them (no oversubscription). On a remote cluster 0 = all cores; there calls
+            # of more than 1 thread take turns on the tokenizer's pool.
+            num_threads = max(1, _cpu_count() // slots) if cluster is not None else 0
         if dashboard and client.dashboard_link:
             log(f"dask dashboard: {client.dashboard_link}")
         specs = [
@@ -1104,6 +1372,7 @@ def tokenize_corpus(
                 gpus=gpus,
                 gpu_by_worker_name=by_name,
                 batch_bytes=batch_bytes,
+                min_batch_bytes=min_batch_bytes,
                 fsync=fsync,
                 manifest_entry=previous.get(n),
                 _fault=_fault,
@@ -1112,7 +1381,7 @@ def tokenize_corpus(
         ]
         log(
             f"tokenizing {len(specs)} {fmt} shard(s) from {base} -> {out_dir} "
-            f"on {workers} worker(s)"
+            f"on {workers} worker(s), {slots} shard(s) at a time"
         )
         token = secrets.token_hex(4)
         futures = client.map(

@@ -1,0 +1,275 @@
+"""gputok/corpus.py's buffer pipeline, in process (no Dask): readers hand Arrow / file buffers
+plus document bounds to the tokenizer (no Python object per document); the documents, the
+packing and the shards must be exactly those of the per-document path."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from gputok import corpus as C
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+EOT = 50256
+
+
+def docs_of(batches) -> list[bytes]:
+    return [
+        bytes(d) if not isinstance(d, str) else d.encode() for b in batches for d in b.doc_list()
+    ]
+
+
+def buffer_docs(batches) -> list[bytes]:
+    """The documents as the buffer path sees them (spans into data)."""
+    out = []
+    for b in batches:
+        assert b.docs is None, "expected a buffer batch"
+        mv = memoryview(b.data).cast("B")
+        out += [mv[x:y].tobytes() for x, y in b.spans().tolist()]
+        assert len(b) == len(b.spans()) and b.lengths().tolist() == [
+            y - x for x, y in b.spans().tolist()
+        ]
+    return out
+
+
+@pytest.mark.parametrize("batch_bytes", [1, 7, 1 << 20])
+def test_text_documents_are_bytes_split(tmp_path, batch_bytes):
+    rng = random.Random(7)
+    cases = [(b"", b"\n"), (b"\n", b"\n"), (b"a\n\nb\n", b"\n"), (b"x\x1e\ny\x1e\n", b"\x1e\n")]
+    for _ in range(300):
+        sep = bytes(rng.choice(b"ab\n") for _ in range(rng.randint(1, 3)))
+        cases.append((bytes(rng.choice(b"ab\n") for _ in range(rng.randint(0, 60))), sep))
+    for data, sep in cases:
+        pieces = data.split(sep)
+        if len(pieces) > 1 and pieces[-1] == b"":
+            pieces.pop()
+        p = tmp_path / "a.txt"
+        p.write_bytes(data)
+        batches = list(C.read_text(str(p), sep.decode(), batch_bytes))
+        assert buffer_docs(batches) == pieces, (data, sep)
+        assert docs_of(batches) == pieces
+        starts = [int(x) for b in batches for x, _ in b.spans().tolist()]
+        where = [b.locate(i) for b in batches for i in range(len(b))]
+        assert where == [f"{p}: byte {s}" for s in starts]
+
+
+def test_text_batches_follow_batch_bytes(tmp_path):
+    p = tmp_path / "a.txt"
+    p.write_bytes(b"".join(b"x" * 100 + b"\n" for _ in range(50)))
+    sizes = [len(b) for b in C.read_text(str(p), "\n", 250)]  # >= 250 bytes: 3 documents
+    assert sizes == [3] * 16 + [2]
+
+
+@pytest.mark.parametrize(
+    "typ", [pa.string(), pa.large_string(), pa.binary(), pa.large_binary(), pa.string_view()]
+)
+def test_parquet_batches_are_the_column(tmp_path, typ):
+    values = ["", "héllo", "日本語 🙂", "", "a <|endoftext|> b", "x" * 3000] * 40
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": pa.array(values, typ)}), p, row_group_size=37)
+    batches = list(C.read_parquet(str(p), "text", 2000))
+    assert len(batches) > 3  # several batches, several row groups: offsets do not start at 0
+    want = [v.encode() for v in values]
+    assert buffer_docs(batches) == want and docs_of(batches) == want
+    assert [b.locate(i) for b in batches for i in range(len(b))] == [
+        f"{p}: row {r}" for r in range(len(values))
+    ]
+
+
+def test_jsonl_arrow_batches_are_the_field(tmp_path):
+    values = ["", "héllo", "日本語 🙂\n", "tab\there"] * 50
+    p = tmp_path / "a.jsonl"
+    p.write_text("".join(json.dumps({"text": v, "n": i}) + "\n" for i, v in enumerate(values)))
+    batches = list(C.read_jsonl(str(p), "text", "strict", 64))
+    assert len(batches) > 3
+    assert buffer_docs(batches) == [v.encode() for v in values]
+
+
+def test_arrow_slices_keep_their_offset():
+    arr = pa.array(["abc", "", "défg", "h"] * 3).slice(5, 6)
+    data, offsets, _ = C._arrow_parts(arr)
+    mv = memoryview(data).cast("B")
+    got = [mv[a:b].tobytes().decode() for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+    assert got == arr.to_pylist() and offsets[0] != 0
+
+
+@pytest.mark.parametrize("lengths", [[], [0], [0, 0, 3], [5, 0, 1, 700, 0], [600] * 5])
+def test_pack_matches_a_plain_loop(lengths):
+    rng = np.random.default_rng(0)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    ids = rng.integers(0, 50000, int(offsets[-1])).astype(np.int32)
+    want = [t for a, b in zip(offsets[:-1], offsets[1:], strict=True) for t in [*ids[a:b], EOT]]
+    for loop_min in (0, 10**9):  # both packing strategies
+        C._PACK_LOOP_MIN_TOKENS, saved = loop_min, C._PACK_LOOP_MIN_TOKENS
+        try:
+            out, ends = C._pack(ids, offsets, EOT)
+        finally:
+            C._PACK_LOOP_MIN_TOKENS = saved
+        assert out.dtype == np.dtype("<u2") and out.tolist() == want
+        assert ends.tolist() == (offsets[1:] + np.arange(1, len(lengths) + 1)).tolist()
+    out, ends = C._pack(ids, offsets, None)
+    assert out.tolist() == ids.tolist() and ends.tolist() == offsets[1:].tolist()
+
+
+class ListOnly:
+    """gputok behind encode_batch_flat alone (as gigatoken's adapter): documents as a list."""
+
+    def __init__(self, tok):
+        self.tok, self.device, self.n_vocab = tok, "list-only", tok.n_vocab
+        self.calls = 0
+
+    def encode_batch_flat(self, docs, **kw):
+        self.calls += 1
+        assert all(isinstance(d, bytes) for d in docs)
+        return self.tok.encode_batch_flat(docs, **kw)
+
+
+class BufferSpy:
+    device = "buffer-spy"
+
+    def __init__(self, tok):
+        self.tok, self.n_vocab, self.calls = tok, tok.n_vocab, 0
+
+    def encode_buffer_flat(self, data, offsets, **kw):
+        self.calls += 1
+        return self.tok.encode_buffer_flat(data, offsets, **kw)
+
+    def encode_batch_flat(self, docs, **kw):
+        raise AssertionError("buffer batches must not be listed")
+
+
+@pytest.mark.parametrize("fmt", ["text", "parquet", "jsonl"])
+@pytest.mark.parametrize("skip_empty", [False, True])
+def test_buffer_and_list_paths_write_identical_shards(tmp_path, tok, corpus, fmt, skip_empty):
+    # Over 64 rows (the Parquet reader's least batch), ~150 KB: several batches of 20 KB.
+    docs = [d[:1000] for d in corpus[:60] if "\x1e" not in d] * 3 + ["", "x", ""]
+    src = tmp_path / f"in.{'txt' if fmt == 'text' else fmt}"
+    if fmt == "text":
+        src.write_bytes("".join(d + "\x1e" for d in docs).encode())
+    elif fmt == "parquet":
+        pq.write_table(pa.table({"text": docs}), src, row_group_size=16)
+    else:
+        src.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    common = {
+        "format": fmt,
+        "field": "text",
+        "text_separator": "\x1e" if fmt == "text" else None,
+        "eot": True,
+        "errors": "strict",
+        "skip_empty": skip_empty,
+    }
+    hashes = {}
+    for adapter in (ListOnly(tok), BufferSpy(tok)):
+        C._TOKENIZERS[(adapter.device, 0)] = adapter
+        out = tmp_path / adapter.device
+        out.mkdir()
+        spec = C.shard_spec(
+            common,
+            str(src),
+            str(tmp_path),
+            "shard_00000",
+            str(out),
+            device=adapter.device,
+            batch_bytes=20_000,
+        )
+        entry = C.tokenize_shard(spec)["entry"]
+        assert adapter.calls > 2  # several batches
+        hashes[adapter.device] = (entry["bin"]["sha256"], entry["idx"]["sha256"], entry)
+        tokens, offsets = C.load_shard(out, "shard_00000")
+        kept = [d for d in docs if d or not skip_empty]
+        assert len(offsets) == len(kept) + 1 and entry["skipped_empty"] == len(docs) - len(kept)
+        assert entry["text_bytes"] == sum(len(d.encode()) for d in kept)
+        first = tok.encode_ordinary(kept[0]) + [EOT]
+        assert tokens[: len(first)].tolist() == first
+    a, b = hashes["list-only"], hashes["buffer-spy"]
+    assert a[:2] == b[:2]
+    assert {k: v for k, v in a[2].items() if k not in ("bin", "idx")} == {
+        k: v for k, v in b[2].items() if k not in ("bin", "idx")
+    }
+
+
+def test_buffer_path_skips_and_names_invalid_utf8(tmp_path, tok):
+    raw = [b"good one", b"", b"bad \xff\xfe here", b"fine", b"\xc3"]
+    src = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": pa.array(raw, pa.binary())}), src, row_group_size=2)
+    spy = BufferSpy(tok)
+    batch = C.Batch(
+        None, lambda i: f"doc {i}", 0, b"".join(raw), np.cumsum([0] + [len(r) for r in raw])
+    )
+    spec = {"errors": "skip", "skip_empty": True, "num_threads": 1}
+    ids, offsets, n, nbytes, bad, empty = C._encode_batch(spy, batch, spec)
+    assert (n, bad, empty, nbytes) == (2, 2, 1, len(b"good one") + len(b"fine"))
+    assert offsets.tolist() == [0, len(tok.encode("good one")), len(ids)]
+    spec["errors"] = "strict"
+    with pytest.raises(C.CorpusInputError, match=r"doc 2: invalid UTF-8 at byte 4 of the document"):
+        C._encode_batch(spy, batch, spec)
+    # Places survive skipping empty documents first: the 5th document is cut mid-character.
+    batch = C.Batch(
+        None, lambda i: f"doc {i}", 0, b"".join(raw), np.cumsum([0] + [len(r) for r in raw])
+    )
+    sel = batch.select(np.array([0, 1, 3, 4]))
+    with pytest.raises(C.CorpusInputError, match=r"doc 4: invalid UTF-8 at byte 0"):
+        C._encode_batch(spy, sel, spec)
+
+
+def test_min_batch_bytes_sets_the_smallest_batch(tmp_path):
+    """A shard is cut into at least 4 batches, but none below the minimum batch (1 MB on the
+    CPU, 4 MB on the GPU by default), and none above batch_bytes."""
+    p = tmp_path / "a.txt"
+    p.write_bytes(b"".join(b"y" * 1023 + b"\n" for _ in range(6 * 1024)))  # 6 MB, 1 KB docs
+
+    def sizes(**kw):
+        return [int(b.lengths().sum()) for b in C.read_text(str(p), "\n", 32 << 20, **kw)]
+
+    total = 6 * 1024 * 1023
+    assert sum(sizes()) == total
+    assert len(sizes()) == 4  # 6 MB / 4 = 1.5 MB batches: above the 1 MB minimum
+    assert len(sizes(min_batch_bytes=4 << 20)) == 2  # 4 MB, then the rest
+    assert len(sizes(min_batch_bytes=64 << 20)) == 1
+    assert len(list(C.read_text(str(p), "\n", 1 << 20, min_batch_bytes=4 << 20))) == 6
+    q = tmp_path / "a.parquet"
+    rows = [f"{i:08d}" + "z" * 1015 for i in range(6 * 1024)]
+    pq.write_table(pa.table({"text": rows}), q, row_group_size=1 << 20, use_dictionary=False)
+    assert len(list(C.read_parquet(str(q), "text", 32 << 20))) == 4
+    assert len(list(C.read_parquet(str(q), "text", 32 << 20, min_batch_bytes=4 << 20))) == 2
+
+    class Dev:
+        def __init__(self, device):
+            self.device = device
+
+    assert C._min_batch_bytes({}, Dev("cpu")) == C.MIN_BATCH_BYTES == 1 << 20
+    assert C._min_batch_bytes({}, Dev("cuda")) == C.GPU_MIN_BATCH_BYTES == 4 << 20
+    assert C._min_batch_bytes({"min_batch_bytes": 12345}, Dev("cuda")) == 12345
+
+
+def test_one_tokenizer_per_process_shared_by_threads(monkeypatch):
+    """Threads of one worker (threads_per_worker > 1) get the same tokenizer object."""
+    import threading
+
+    monkeypatch.setattr(C, "_TOKENIZERS", {})
+    got, barrier = [], threading.Barrier(4)
+
+    def get():
+        barrier.wait()
+        got.append(C._tokenizer("cpu", 0))
+
+    threads = [threading.Thread(target=get) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 4 and len({id(t) for t in got}) == 1
+    assert list(C._TOKENIZERS) == [("cpu", 0)]
+
+
+def test_default_threads_per_worker():
+    assert C.default_threads_per_worker(0, 64) == 1  # CPU workers: one shard at a time
+    assert C.default_threads_per_worker(1, 16) == 4
+    assert C.default_threads_per_worker(2, 32) == 4
+    assert C.default_threads_per_worker(2, 8) == 2
+    assert C.default_threads_per_worker(4, 2) == 1
