@@ -94,12 +94,43 @@ def gpu_used_mib() -> float | None:
         return None
 
 
-class Sampler(threading.Thread):
-    """Samples {server, each stub} RSS and fds every `period` seconds until stopped."""
+def gpu_apps_mib() -> dict[int, float] | None:
+    """{pid: MiB} of the processes using a GPU (nvidia-smi --query-compute-apps), or None
+    without nvidia-smi. In a container the pids may be the host's: then none matches ours."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    apps: dict[int, float] = {}
+    for line in out.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit():
+            try:
+                apps[int(parts[0])] = apps.get(int(parts[0]), 0.0) + float(parts[1])
+            except ValueError:
+                continue
+    return apps
 
-    def __init__(self, procs: dict[str, int], period: float, t0: float) -> None:
+
+class Sampler(threading.Thread):
+    """Samples {server, each stub} RSS and fds every `period` seconds until stopped; with
+    `per_process_gpu`, also each process's GPU memory (gpu_mib_<name>; None when not listed)."""
+
+    def __init__(
+        self, procs: dict[str, int], period: float, t0: float, per_process_gpu: bool = False
+    ) -> None:
         super().__init__(daemon=True)
         self.procs, self.period, self.t0 = procs, period, t0
+        self.per_process_gpu = per_process_gpu
         self.rows: list[dict] = []
         self.halt = threading.Event()
 
@@ -111,6 +142,10 @@ class Sampler(threading.Thread):
         row["rss_kb_total"] = sum(row[f"rss_kb_{n}"] for n in self.procs)
         row["fds_total"] = sum(max(row[f"fds_{n}"], 0) for n in self.procs)
         row["gpu_used_mib"] = gpu_used_mib()
+        if self.per_process_gpu:
+            apps = gpu_apps_mib() or {}
+            for name, pid in self.procs.items():
+                row[f"gpu_mib_{name}"] = apps.get(pid)
         return row
 
     def run(self) -> None:
@@ -202,8 +237,15 @@ def run_soak(
     max_growth_pct: float = 5.0,
     max_fd_growth: int = 0,
     png: bool = True,
+    stub_env: Path | None = None,
+    edit_repo=None,
+    per_process_gpu: bool = False,
 ) -> dict:
-    """Run one soak; return the summary (also written to out/soak_summary.json)."""
+    """Run one soak; return the summary (also written to out/soak_summary.json).
+
+    `stub_env`: the Python-backend environment (TritonServer's; the GPU machine's numpy<2
+    venv). `edit_repo(repo)`: called on the temporary repository before the server starts
+    (e.g. another tokenizer config). `per_process_gpu`: also sample each process's GPU memory."""
     from _common import input_file, warm_up
 
     from gputok._triton_env import ServerOptions, TritonServer, free_ports, stub_processes
@@ -228,11 +270,14 @@ def run_soak(
     }
     try:
         repo = make_repository(tmp, gpt2_config, torch_threads)
+        if edit_repo is not None:
+            edit_repo(repo)
         http, grpc, metrics = free_ports(3)
         srv = TritonServer(
             ServerOptions(
                 model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics
             ),
+            stub_env=stub_env,
             need=("numpy", "gputok", "torch", "transformers"),
             log_path=tmp / "tritonserver.log",
         )
@@ -245,7 +290,10 @@ def run_soak(
             warm_up(urls, ["ensemble"], inputs, n=4)
             procs = {"server": srv.proc.pid}
             for pid, model in sorted(stub_processes(srv.proc.pid).items()):
-                procs[f"stub_{model}"] = pid
+                name, k = f"stub_{model}", 2
+                while name in procs:  # several instances of one model: stub_tokenizer_2, ...
+                    name, k = f"stub_{model}_{k}", k + 1
+                procs[name] = pid
             summary["processes"] = procs
             before = server_stats(srv.http_url)
 
@@ -273,7 +321,7 @@ def run_soak(
             ]
             summary["perf_analyzer"] = " ".join(cmd)
             t0 = time.monotonic()
-            sampler = Sampler(procs, sample_s, t0)
+            sampler = Sampler(procs, sample_s, t0, per_process_gpu)
             sampler.start()
             log(f"perf_analyzer: ensemble, concurrency {concurrency}, {duration_s:.0f} s")
             with open(str(csv_path) + ".log", "w") as f:
@@ -315,6 +363,8 @@ def run_soak(
     summary["rss_kb"] = {n: growth(rows, f"rss_kb_{n}", warm_s) for n in [*names, "total"]}
     summary["fds"] = {n: growth(rows, f"fds_{n}", warm_s, max) for n in [*names, "total"]}
     summary["gpu_used_mib"] = growth(rows, "gpu_used_mib", warm_s)
+    if per_process_gpu:
+        summary["gpu_mib"] = {n: growth(rows, f"gpu_mib_{n}", warm_s) for n in names}
     summary["samples"] = len(rows)
     rss_pct = summary["rss_kb"]["total"].get("growth_pct")
     gpu_pct = summary["gpu_used_mib"].get("growth_pct")
@@ -331,6 +381,8 @@ def run_soak(
 
     fields = ["t_s", *[f"rss_kb_{n}" for n in names], "rss_kb_total"]
     fields += [*[f"fds_{n}" for n in names], "fds_total", "gpu_used_mib"]
+    if per_process_gpu:
+        fields += [f"gpu_mib_{n}" for n in names]
     with open(out / "soak_samples.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()

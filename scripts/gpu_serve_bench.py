@@ -6,10 +6,13 @@ recipe): the slim nvidia-pytriton server, a numpy 1.26.4 wheel for the stub envi
 folder with perf_analyzer, libb64.so.0d and libcudart.so.12. Inputs are cut from the Python
 standard library's sources (no corpus needs to travel) and sized with tiktoken.
 
-For each GPU setting (CUDA_VISIBLE_DEVICES), one server serves `tokenizer` (KIND_AUTO: one
-instance per visible GPU) and the baselines `preprocessing_hf`, `preprocessing_tiktoken`;
-perf_analyzer (gRPC) measures every model at each (input size, concurrency). Writes
-results.json and a markdown table to --out.
+For each GPU setting (CUDA_VISIBLE_DEVICES: 1 GPU, then 2, ...), one server serves `tokenizer`
+(KIND_AUTO: config.pbtxt's count of instances per visible GPU). On the first setting the
+baselines `preprocessing_hf` and `preprocessing_tiktoken` (same max_batch_size, delay and
+instance count) are served beside it and perf_analyzer (gRPC) measures all three at 128 tokens
+(concurrency 1 and 16) and 4K tokens (concurrency 64); every setting measures our capacity at
+4K tokens (c128; c256 too from 2 GPUs) in 4 s windows, the 1 -> N GPU scaling figure. Writes
+serve_results.json and the perf_analyzer CSVs to --out.
 
     python3 scripts/gpu_serve_bench.py --out $OUT --wheels DIR --pa DIR --gputok-site DIR
 """
@@ -50,12 +53,14 @@ def inputs(out: Path) -> dict[str, Path]:
     return files
 
 
-def perf(pa: Path, url: str, model: str, data: Path, conc: int, csv_path: Path) -> dict:
+def perf(
+    pa: Path, url: str, model: str, data: Path, conc: int, csv_path: Path, interval_ms: int = 2000
+) -> dict:
     env = dict(os.environ, LD_LIBRARY_PATH=f"{pa}:{os.environ.get('LD_LIBRARY_PATH', '')}")
     cmd = [
         str(pa / "perf_analyzer"), "-m", model, "-i", "grpc", "-u", url,
         f"--input-data={data}", f"--concurrency-range={conc}", "--percentile=99",
-        "--measurement-interval=2000", "--stability-percentage=999", "--max-trials=3",
+        f"--measurement-interval={interval_ms}", "--stability-percentage=999", "--max-trials=3",
         "-f", str(csv_path), "--verbose-csv",
     ]  # fmt: skip
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
@@ -100,8 +105,26 @@ def main() -> int:
     gpus = args.gpus.split(",")
     settings = [",".join(gpus[:k]) for k in range(1, len(gpus) + 1)]
     results = []
-    for visible in settings:
+    for k, visible in enumerate(settings):
         os.environ["CUDA_VISIBLE_DEVICES"] = visible
+        # (size, concurrency, models, window ms). quick: the scaling point only. Otherwise the
+        # first setting (1 GPU) compares ours with both baselines (same server, same run) at
+        # 128 tokens c1/c16 and 4K c64, and every setting measures our capacity at 4K tokens
+        # (c128, and c256 with more than one GPU) in 4 s windows for the scaling ratio.
+        if args.quick:
+            points = [("4k", 128, ("tokenizer",), 2000)]
+        else:
+            points = [("4k", 128, ("tokenizer",), 4000)]
+            if k > 0:
+                points.append(("4k", 256, ("tokenizer",), 4000))
+            else:
+                points = [
+                    ("128", 1, MODELS, 2000),
+                    ("128", 16, MODELS, 2000),
+                    ("4k", 64, MODELS, 2000),
+                    *points,
+                ]
+        baselines = any(m != "tokenizer" for _, _, models, _ in points for m in models)
         http, grpc, metrics = free_ports(3)
         server = TritonServer(
             ServerOptions(
@@ -109,13 +132,13 @@ def main() -> int:
                 http_port=http,
                 grpc_port=grpc,
                 metrics_port=metrics,
-                extra_args=[]
-                if args.quick
-                else [
+                extra_args=[
                     f"--model-repository={BASELINES}",
                     "--exit-on-error=false",
                     "--strict-readiness=false",
-                ],
+                ]
+                if baselines
+                else [],
             ),
             stub_env=stub_bin.parent,
             need=("numpy", "gputok"),
@@ -124,17 +147,13 @@ def main() -> int:
         server.start()
         try:
             server.wait_ready(300)
-            last = visible == settings[-1] and not args.quick
-            # quick (the 1 -> 2 GPU scaling run): concurrency 128 keeps both instances busy
-            points = [("4k", 128 if args.quick else 64, MODELS if last else ("tokenizer",))]
-            if not args.quick:
-                points.append(("128", 16, MODELS if last else ("tokenizer",)))
-            for size, conc, models in points:
+            for size, conc, models, window in points:
                 for model in models:
                     t0 = time.time()
                     r = perf(
                         args.pa, server.grpc_url, model, data[size], conc,
                         args.out / f"{model}_{size}_c{conc}_{len(visible.split(','))}gpu.csv",
+                        window,
                     )  # fmt: skip
                     r.update(model=model, size=size, concurrency=conc, gpus=visible)
                     r["wall_s"] = round(time.time() - t0, 1)

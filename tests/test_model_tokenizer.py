@@ -163,10 +163,15 @@ def test_pool_limit_reaches_gputok_on_cuda_only():
     the tokenizer runs on the GPU; on the CPU there is no pool."""
     calls = []
 
+    class FakeTok:
+        def set_cpu_below_bytes(self, n):
+            calls.append({"cpu_below_bytes": n})
+
     class FakeGputok:
         @staticmethod
         def gpt2(**kw):
             calls.append(kw)
+            return FakeTok()
 
     s = m.parse_settings({"pool_limit_bytes": {"string_value": "65536"}})
     m.load_tokenizer(FakeGputok, s, "", "cuda", device_id=1)
@@ -174,9 +179,34 @@ def test_pool_limit_reaches_gputok_on_cuda_only():
     m.load_tokenizer(FakeGputok, m.TokenizerSettings(), "", "cuda")
     assert calls == [
         {"device": "cuda", "device_id": 1, "pool_limit_bytes": 65536},
+        {"cpu_below_bytes": 16384},
         {"device": "cpu"},
         {"device": "cuda", "device_id": 0},
+        {"cpu_below_bytes": 16384},
     ]
+
+
+def test_cpu_below_bytes_setting():
+    """cpu_below_bytes (small batches on the CPU path of a GPU instance): parsed, validated,
+    0 turns it off."""
+    assert m.parse_settings({}).cpu_below_bytes == 16384
+    assert m.parse_settings({"cpu_below_bytes": {"string_value": "0"}}).cpu_below_bytes == 0
+    with pytest.raises(ValueError, match="cpu_below_bytes"):
+        m.parse_settings({"cpu_below_bytes": {"string_value": "-1"}})
+    calls = []
+
+    class FakeTok:
+        def set_cpu_below_bytes(self, n):
+            calls.append(n)
+
+    class FakeGputok:
+        @staticmethod
+        def gpt2(**kw):
+            return FakeTok()
+
+    off = m.parse_settings({"cpu_below_bytes": {"string_value": "0"}})
+    m.load_tokenizer(FakeGputok, off, "", "cuda")
+    assert calls == []
 
 
 def test_device_memory_error_is_internal():

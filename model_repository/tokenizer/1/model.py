@@ -50,7 +50,13 @@ class TokenizerSettings:
     )
     pad_id: int = EOT
     num_threads: int = 0  # 0 = all cores
-    outputs_on_gpu: str = "auto"  # auto: INPUT_ID stays on the GPU (DLPack) on a GPU instance
+    # "true"/"auto" (auto: on a GPU instance) hand INPUT_ID to Triton as a GPU tensor (DLPack).
+    # Default "false": the ids are in host memory already, and a GPU output costs a copy up,
+    # CUDA IPC from the stub, and a copy back down for every client response.
+    outputs_on_gpu: str = "false"
+    # On a GPU instance, an execute() with fewer bytes of text than this runs on the CPU path
+    # (same ids): small batches are faster there than through a launch and a sync.
+    cpu_below_bytes: int = 16384
     # cap on gputok's device memory pool (bytes; 0 = none; cuda only). Over it a call raises
     # DeviceMemoryError (a MemoryError -> INTERNAL); docs/reliability.md
     pool_limit_bytes: int = 0
@@ -85,6 +91,7 @@ def parse_settings(params: dict) -> TokenizerSettings:
         num_threads=int(_param(params, "num_threads", str(d.num_threads))),
         outputs_on_gpu=_param(params, "outputs_on_gpu", d.outputs_on_gpu).strip().lower(),
         pool_limit_bytes=int(_param(params, "pool_limit_bytes", str(d.pool_limit_bytes))),
+        cpu_below_bytes=int(_param(params, "cpu_below_bytes", str(d.cpu_below_bytes))),
     )
     if s.utf8_errors not in ("strict", "replace"):
         raise ValueError(f"utf8_errors must be 'strict' or 'replace', not {s.utf8_errors!r}")
@@ -96,6 +103,8 @@ def parse_settings(params: dict) -> TokenizerSettings:
         raise ValueError("max_bytes_per_request and max_rows_per_request must be positive")
     if s.pool_limit_bytes < 0:
         raise ValueError("pool_limit_bytes must be >= 0 (0 = no cap)")
+    if s.cpu_below_bytes < 0:
+        raise ValueError("cpu_below_bytes must be >= 0 (0 = always the GPU on a GPU instance)")
     return s
 
 
@@ -129,14 +138,19 @@ def load_tokenizer(gputok, s: TokenizerSettings, model_dir: str, device: str, de
     if s.algorithm != "auto":
         kw["algorithm"] = s.algorithm  # gputok raises ValueError naming its ALGORITHMS otherwise
     if not s.vocab_file:
-        return gputok.gpt2(**kw)
-    files = [f.strip() for f in s.vocab_file.split(",")]
-    files = [f if os.path.isabs(f) else os.path.join(model_dir, f) for f in files]
-    if len(files) == 2:
-        return gputok.load_hf_files(files[0], files[1], **kw)
-    if files[0].endswith(".json"):
-        return gputok.load_tokenizer_json(files[0], **kw)
-    return gputok.load_tiktoken_file(files[0], **kw)
+        tok = gputok.gpt2(**kw)
+    else:
+        files = [f.strip() for f in s.vocab_file.split(",")]
+        files = [f if os.path.isabs(f) else os.path.join(model_dir, f) for f in files]
+        if len(files) == 2:
+            tok = gputok.load_hf_files(files[0], files[1], **kw)
+        elif files[0].endswith(".json"):
+            tok = gputok.load_tokenizer_json(files[0], **kw)
+        else:
+            tok = gputok.load_tiktoken_file(files[0], **kw)
+    if device == "cuda" and s.cpu_below_bytes:
+        tok.set_cpu_below_bytes(s.cpu_below_bytes)
+    return tok
 
 
 def request_rows(query, max_rows: int, max_bytes: int) -> list[bytes]:
