@@ -42,6 +42,9 @@ class Report:
     findings: list[tuple[str, str, str, list[str]]] = field(
         default_factory=list
     )  # id, pkg, ver, fix
+    # Other names of a finding (CVE, GHSA, PYSEC): the PyPI and OSV services may report the same
+    # advisory under different primary IDs, so the ignore file matches any of them.
+    aliases: dict[str, list[str]] = field(default_factory=dict)
     unreachable: str = ""
 
 
@@ -86,6 +89,8 @@ def classify(target: str, returncode: int, stdout: str, stderr: str) -> Report:
             r.findings.append(
                 (v.get("id", "?"), name, d.get("version", "?"), v.get("fix_versions", []))
             )
+            if v.get("aliases"):
+                r.aliases[v.get("id", "?")] = list(v["aliases"])
     if r.audited == 0 and r.skipped and all("not found on PyPI" in s for s in r.skipped):
         r.unreachable = (
             "vulnerability service unusable: every package was 'not found on PyPI' "
@@ -101,6 +106,12 @@ def run_pip_audit(pip_audit: str, args: list[str], service: str) -> tuple[int, s
         cmd += ["--progress-spinner", "off", "--timeout", "20"]
         p = subprocess.run(cmd, capture_output=True, text=True, check=False)
         return p.returncode, out.read_text() if out.exists() else "", p.stderr
+
+
+def triage_reason(rep: Report, vid: str, ignored: dict[str, str]) -> str | None:
+    """The ignore file's reason for finding ``vid`` under any of its names, else None."""
+    names = [vid, *rep.aliases.get(vid, [])]
+    return next((ignored[n] for n in names if n in ignored), None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         for s in rep.skipped:
             print(f"[audit]   skipped {s}")
         for vid, pkg, ver, fix in rep.findings:
-            why = ignored.get(vid)
+            why = triage_reason(rep, vid, ignored)
             tag = f"ignored ({why})" if why else "NOT TRIAGED"
             print(f"[audit]   {vid} {pkg}=={ver} fix {', '.join(fix) or '-'}: {tag}")
             bad |= why is None

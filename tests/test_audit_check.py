@@ -69,3 +69,30 @@ def test_main_exit_status(tmp_path, monkeypatch):
     assert pac.main([str(req), "--ignore-file", str(ignore)]) == 0
     monkeypatch.setattr(pac, "run_pip_audit", lambda *a: (1, "", "ConnectionError: Max retries"))
     assert pac.main([str(req), "--ignore-file", str(ignore)]) == 0
+
+
+def test_finding_is_triaged_under_any_alias(tmp_path, monkeypatch):
+    """The PyPI service may name an advisory PYSEC-… where the ignore file lists its GHSA or
+    CVE id (and OSV the other way round): any alias counts, an unrelated id does not."""
+    vuln = _json(
+        [
+            {
+                "name": "foo",
+                "version": "1.0",
+                "vulns": [{"id": "PYSEC-9", "fix_versions": [], "aliases": ["GHSA-y", "CVE-1"]}],
+            }
+        ]
+    )
+    rep = pac.classify("venv", 1, vuln, "")
+    assert (
+        pac.triage_reason(rep, "PYSEC-9", {"CVE-1": "foo: not reachable"}) == "foo: not reachable"
+    )
+    assert pac.triage_reason(rep, "PYSEC-9", {"GHSA-z": "other"}) is None
+    monkeypatch.setattr(pac, "run_pip_audit", lambda *a: (1, vuln, ""))
+    req = tmp_path / "r.txt"
+    req.write_text("foo==1.0\n")
+    ignore = tmp_path / "ignore.txt"
+    ignore.write_text("GHSA-y foo -- only through an API we do not call\n")
+    assert pac.main([str(req), "--ignore-file", str(ignore)]) == 0
+    ignore.write_text("GHSA-z foo -- a different advisory\n")
+    assert pac.main([str(req), "--ignore-file", str(ignore)]) == 1

@@ -45,10 +45,19 @@ def _module(protocol: str):
     return m
 
 
+# A server that is stopping unloads its models before it closes its ports, so a request that
+# arrives in between is answered "Request for unknown model: 'tokenizer' has no available
+# versions" (seen over gRPC as NOT_FOUND, 2026-11-22). The model exists and comes back with the
+# server: retry. A model that was never there is "... is not found" and is not retried.
+_MODEL_UNLOADED = "has no available versions"
+
+
 def _is_retryable(e: Exception) -> bool:
     """Connection-level failures (server down or restarting) are retryable; a 400/INVALID_ARG is not."""
     text = str(e).lower()
     status = str(getattr(e, "status", lambda: "")() or "").lower()
+    if _MODEL_UNLOADED in text:
+        return True
     if "invalid" in status or "400" in status or "invalid_arg" in text or "restricted" in text:
         return False
     markers = (

@@ -14,10 +14,13 @@ client that is already connected simply finishes (measured 2026-11-22: 4.2 MB we
 while the server was "stopping"). To cut the client off mid-run in a short test we pass
 `--exit-timeout-secs=1` to tritonserver (gputok-serve forwards arguments after `--`).
 
-Two runs: with `--retries 10` the client waits out the restart (backoff 0.5, 1, 2, 4, 8 s...)
-and must produce tiktoken's ids, with the restarted server having answered part of the file;
-with `--retries 0` it must exit 3 with "server ... unreachable after 0 retries ...; nothing
-written to ...". The first restart on the same ports also pinned a gputok-serve bug: its
+Four runs, HTTP and gRPC each: with `--retries 10` the client waits out the restart (backoff
+0.5, 1, 2, 4, 8 s...) and must produce tiktoken's ids, with the restarted server having answered
+part of the file; with `--retries 0` it must exit 3 with "server ... unreachable after 0 retries
+...; nothing written to ...". Over gRPC a stopping server first answers UNAVAILABLE ("Server is
+stopping") or, once its models are unloaded, NOT_FOUND "... has no available versions"; the
+client used to treat the latter as an input error (exit 2 even with retries):
+`test_regression_model_unloading_during_restart_is_retried`. The first restart on the same ports also pinned a gputok-serve bug: its
 port check refused ports that only had TIME_WAIT connections of the stopped server
 (`tests/test_triton_env.py::test_port_with_only_time_wait_connections_is_free`).
 """
@@ -83,8 +86,9 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
 @pytest.mark.parametrize("retries", [10, 0], ids=["retries", "no-retries"])
-def test_cli_survives_server_restart_or_fails_cleanly(tmp_path, ref, retries):
+def test_cli_survives_server_restart_or_fails_cleanly(tmp_path, ref, retries, protocol):
     from corpus_fixture import load_corpus
     from gputok._triton_env import copy_models, free_ports
 
@@ -104,7 +108,9 @@ def test_cli_survives_server_restart_or_fails_cleanly(tmp_path, ref, retries):
         _wait_ready(server, http, log)
         # Backoff 0.5, 1, 2, 4, 8, 8, ... s: 10 retries wait 55 s, longer than a restart
         # (about 15 s on the loaded 2-core machine).
-        cmd = [sys.executable, "-m", "gputok_client", "--url", f"127.0.0.1:{http}"]
+        port = http if protocol == "http" else grpc
+        cmd = [sys.executable, "-m", "gputok_client", "--protocol", protocol]
+        cmd += ["--url", f"127.0.0.1:{port}"]
         cmd += ["--retries", str(retries), "--timeout", "30", "tokenize", "--file", str(big)]
         cmd += ["-o", str(out), "--chunk-bytes", "2048", "--rows-per-request", "1"]
         cmd += ["--concurrency", "1", "--no-progress"]
@@ -131,7 +137,8 @@ def test_cli_survives_server_restart_or_fails_cleanly(tmp_path, ref, retries):
 
     leftovers = sorted(p.name for p in outdir.iterdir() if p != out)
     assert not leftovers, f"temporary files left behind: {leftovers}"
-    if client.returncode == 0:
+    if retries:  # the client must wait out the restart and finish with exact ids
+        assert client.returncode == 0, stderr
         want = ref.encode_ordinary(text)
         assert len(want) > 0, "reference returned empty ids"
         got = np.load(out)
@@ -139,12 +146,74 @@ def test_cli_survives_server_restart_or_fails_cleanly(tmp_path, ref, retries):
         assert got.tolist() == want
         assert after_restart > 0, "the client never reached the restarted server"
     else:
-        # A clear message, a non-zero code, and no output that could pass for complete.
+        # A clear message, exit code 3 (server unreachable, not an input error), and no
+        # output that could pass for complete.
         assert not out.exists(), "a failed run left output at the output path"
-        assert client.returncode in (2, 3), (client.returncode, stderr)
-        assert stderr.startswith("gputok-client: error: tokenizer:"), stderr
-    if retries == 0:  # without retries the cut-off must show as a failure, not pass silently
-        assert client.returncode != 0, stderr
+        assert client.returncode == 3, (client.returncode, stderr)
+        assert stderr.startswith("gputok-client: error: tokenizer: server 127.0.0.1:"), stderr
+        assert "unreachable after 0 retries" in stderr, stderr
+        assert f"nothing written to {out}" in stderr, stderr
     tail = stderr.strip()[-300:]
-    print(f"retries {retries}: rc {client.returncode}, restarted server answered {after_restart}")
+    print(
+        f"{protocol} retries {retries}: rc {client.returncode}, "
+        f"restarted server answered {after_restart}"
+    )
     print(f"  stderr: {tail}")
+
+
+class _Unloading:
+    """A tritonclient stand-in that answers like a stopping server for its first `fails` calls."""
+
+    def __init__(self, fails: int, exc: Exception) -> None:
+        self.fails, self.exc, self.calls = fails, exc, 0
+
+    def infer(self, model, inputs, outputs=None, **kw):
+        self.calls += 1
+        if self.calls <= self.fails:
+            raise self.exc
+
+        class _Result:
+            def as_numpy(self, name):
+                return np.full((1, 2) if name == "INPUT_ID" else (1, 1), 2, np.int32)
+
+        return _Result()
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "status", ["StatusCode.NOT_FOUND", "400"], ids=["grpc-not-found", "http-400"]
+)
+def test_regression_model_unloading_during_restart_is_retried(monkeypatch, status):
+    """Regression (found by the gRPC restart run, 2026-11-22): a stopping Triton unloads its
+    models before it closes its ports, and a request in between got "[StatusCode.NOT_FOUND]
+    Request for unknown model: 'tokenizer' has no available versions". The client classified
+    that as an input error: exit 2 at once, even with --retries 10. It is a restart, so retry;
+    a model that never existed ("... is not found") still fails at once."""
+    pytest.importorskip("tritonclient")
+    from tritonclient.utils import InferenceServerException
+
+    from gputok_client import client as client_mod
+    from gputok_client.client import ClientError, GputokClient
+
+    slept = []
+    monkeypatch.setattr(client_mod.time, "sleep", slept.append)
+    unloading = InferenceServerException(
+        "Request for unknown model: 'tokenizer' has no available versions", status=status
+    )
+    fake = _Unloading(2, unloading)
+    c = GputokClient("127.0.0.1:1", protocol="grpc" if "Status" in status else "http", retries=3)
+    monkeypatch.setattr(c, "_client", lambda: fake)
+    assert [a.tolist() for a in c.tokenize(["ab"])] == [[2, 2]]
+    assert fake.calls == 3 and slept == [0.5, 1.0]
+
+    missing = InferenceServerException(
+        "Request for unknown model: 'tokenizr' is not found", status=status
+    )
+    fake = _Unloading(99, missing)
+    slept.clear()
+    with pytest.raises(ClientError) as ei:
+        c.tokenize(["ab"])
+    assert not ei.value.retryable
+    assert fake.calls == 1 and slept == []
