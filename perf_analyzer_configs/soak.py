@@ -76,39 +76,37 @@ def fd_count(pid: int) -> int:
         return -1
 
 
-def gpu_used_mib() -> float | None:
-    """Memory used on all GPUs together (MiB), or None without nvidia-smi."""
+def _nvidia_smi(query: str) -> str | None:
+    """nvidia-smi's csv answer to `query` (e.g. --query-gpu=memory.used), or None without it."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
     try:
-        out = subprocess.run(
-            [exe, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout
-        return float(sum(float(x) for x in out.split()))
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
-
-
-def gpu_apps_mib() -> dict[int, float] | None:
-    """{pid: MiB} of the processes using a GPU (nvidia-smi --query-compute-apps), or None
-    without nvidia-smi. In a container the pids may be the host's: then none matches ours."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        out = subprocess.run(
-            [exe, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+        return subprocess.run(
+            [exe, query, "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=10,
             check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def gpu_used_mib() -> float | None:
+    """Memory used on all GPUs together (MiB), or None without nvidia-smi."""
+    out = _nvidia_smi("--query-gpu=memory.used")
+    try:
+        return None if out is None else float(sum(float(x) for x in out.split()))
+    except ValueError:
+        return None
+
+
+def gpu_apps_mib() -> dict[int, float] | None:
+    """{pid: MiB} of the processes using a GPU (nvidia-smi --query-compute-apps), or None
+    without nvidia-smi. In a container the pids may be the host's: then none matches ours."""
+    out = _nvidia_smi("--query-compute-apps=pid,used_memory")
+    if out is None:
         return None
     apps: dict[int, float] = {}
     for line in out.splitlines():

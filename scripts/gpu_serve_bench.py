@@ -36,14 +36,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 
 def inputs(out: Path) -> dict[str, Path]:
-    from gpu_serve_check import reference
+    from gpu_serve_check import stdlib_token_ids
 
-    enc = reference()
-    text = "".join(
-        f.read_text(errors="replace")
-        for f in sorted(Path(json.__file__).parent.parent.glob("*.py"))
-    ).replace("<|endoftext|>", "")
-    ids = enc.encode_ordinary(text)
+    enc, ids = stdlib_token_ids()
     files = {}
     for name, n in (("128", 128), ("4k", 4096)):
         rows = [enc.decode(ids[i : i + n]) for i in range(0, 64 * n, n)]

@@ -409,14 +409,9 @@ def ensure_inputs(ctx: Ctx, names: tuple[str, ...] = ("128", "4k", "ens_128")) -
     ]
     if not missing:
         return f"{INPUTS} ({manifest.get('corpus', '?')} corpus)"
-    from gpu_serve_check import reference
+    from gpu_serve_check import stdlib_token_ids
 
-    enc = reference()
-    text = "".join(
-        f.read_text(errors="replace")
-        for f in sorted(Path(json.__file__).parent.parent.glob("*.py"))
-    ).replace("<|endoftext|>", "")
-    ids = enc.encode_ordinary(text)
+    enc, ids = stdlib_token_ids()
     INPUTS.mkdir(parents=True, exist_ok=True)
     spec = {
         "128": (128, 64),

@@ -102,3 +102,35 @@ def test_cli_unreachable_server_writes_nothing(tmp_path, capsys):
     assert "unreachable after 1 retries" in err
     assert f"nothing written to {out}" in err
     assert list(outdir.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "status", ["StatusCode.NOT_FOUND", "400"], ids=["grpc-not-found", "http-400"]
+)
+def test_regression_model_unloading_during_restart_is_retried(monkeypatch, no_sleep, status):
+    """Regression (found by the gRPC restart run, tests/e2e/test_restart.py, 2026-11-22): a
+    stopping Triton unloads its models before it closes its ports, and a request in between got
+    "[StatusCode.NOT_FOUND] Request for unknown model: 'tokenizer' has no available versions".
+    The client classified that as an input error: exit 2 at once, even with --retries 10. It
+    is a restart, so retry; a model that never existed ("... is not found") still fails at once."""
+    pytest.importorskip("tritonclient")
+    from tritonclient.utils import InferenceServerException
+
+    unloading = InferenceServerException(
+        "Request for unknown model: 'tokenizer' has no available versions", status=status
+    )
+    fake = _Flaky(2, unloading)
+    c = GputokClient("127.0.0.1:1", protocol="grpc" if "Status" in status else "http", retries=3)
+    monkeypatch.setattr(c, "_client", lambda: fake)
+    assert [a.tolist() for a in c.tokenize(["ab"])] == [[7, 7]]
+    assert fake.calls == 3 and no_sleep == [0.5, 1.0]
+
+    missing = InferenceServerException(
+        "Request for unknown model: 'tokenizr' is not found", status=status
+    )
+    fake = _Flaky(99, missing)
+    no_sleep.clear()
+    with pytest.raises(ClientError) as ei:
+        c.tokenize(["ab"])
+    assert not ei.value.retryable
+    assert fake.calls == 1 and no_sleep == []

@@ -162,20 +162,7 @@ class Core {
                         const std::vector<int32_t>& disallowed, const std::string& errors,
                         int num_threads, const std::string& algorithm) {
     Texts t = to_texts(texts);
-    const SpecialPolicy policy{allowed, disallowed};
-    const Utf8Policy utf8 = to_policy(errors);
-    const Algorithm alg = to_algorithm(algorithm);
-    EncodeResult r;
-    {
-      py::gil_scoped_release release;
-      if (gpu_) {
-        std::lock_guard<std::mutex> lock(gpu_mu_);
-        r = encoder_.encode_batch_gpu(*gpu_, alg, t.inputs, policy, utf8);
-      } else {
-        r = encoder_.encode_batch(t.inputs, policy, utf8, num_threads);
-      }
-    }
-    return py::make_tuple(to_numpy(std::move(r.ids)), to_numpy(std::move(r.offsets)), r.kernel_ms);
+    return encode_flat_inputs(t.inputs, allowed, disallowed, errors, num_threads, algorithm);
   }
 
   // Documents as views into one bytes-like buffer (no Python object per document): the
@@ -200,20 +187,7 @@ class Core {
     else
       throw py::type_error("offsets must be int32 or int64, got " +
                            std::string(py::str(bounds.dtype())));
-    const SpecialPolicy policy{allowed, disallowed};
-    const Utf8Policy utf8 = to_policy(errors);
-    const Algorithm alg = to_algorithm(algorithm);
-    EncodeResult r;
-    {
-      py::gil_scoped_release release;
-      if (gpu_) {
-        std::lock_guard<std::mutex> lock(gpu_mu_);
-        r = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8);
-      } else {
-        r = encoder_.encode_batch(inputs, policy, utf8, num_threads);
-      }
-    }
-    return py::make_tuple(to_numpy(std::move(r.ids)), to_numpy(std::move(r.offsets)), r.kernel_ms);
+    return encode_flat_inputs(inputs, allowed, disallowed, errors, num_threads, algorithm);
   }
 
   // One text, ids as a list: the latency path of encode()/encode_ordinary() on the CPU.
@@ -284,6 +258,28 @@ class Core {
 
  private:
   std::shared_ptr<const Vocab> vocab_;
+  // (ids, offsets, kernel_ms) of `inputs` on the GPU encoder when there is one, else the CPU
+  // one; the GIL is released meanwhile.
+  py::tuple encode_flat_inputs(const std::vector<TextInput>& inputs,
+                               const std::vector<int32_t>& allowed,
+                               const std::vector<int32_t>& disallowed, const std::string& errors,
+                               int num_threads, const std::string& algorithm) {
+    const SpecialPolicy policy{allowed, disallowed};
+    const Utf8Policy utf8 = to_policy(errors);
+    const Algorithm alg = to_algorithm(algorithm);
+    EncodeResult r;
+    {
+      py::gil_scoped_release release;
+      if (gpu_) {
+        std::lock_guard<std::mutex> lock(gpu_mu_);
+        r = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8);
+      } else {
+        r = encoder_.encode_batch(inputs, policy, utf8, num_threads);
+      }
+    }
+    return py::make_tuple(to_numpy(std::move(r.ids)), to_numpy(std::move(r.offsets)), r.kernel_ms);
+  }
+
   Encoder encoder_;
   std::unique_ptr<GpuEncoder> gpu_;
   std::mutex gpu_mu_;
