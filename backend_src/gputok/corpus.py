@@ -22,41 +22,18 @@ Dask is imported lazily: ``import gputok`` and the readers here work without it.
 
 Performance notes. Per worker, a reader thread parses batch k+1, gputok tokenizes batch k (GIL
 released) and a writer thread packs uint16 + EOT (numpy), sha256-hashes and writes batch k-1.
-Text, Arrow JSONL and Parquet batches reach the tokenizer as one buffer + offsets
-(Tokenizer.encode_buffer_flat: no Python object per document), and a shard is cut into at
-least PIPELINE_BATCHES batches so that the three stages overlap within it. Several shards run
-at once per worker (Dask threads_per_worker, default_threads_per_worker: up to 4 on a GPU
-worker), each with its own reader and writer threads, all sharing the worker's one tokenizer
-(the bindings serialize GPU calls; CPU calls get cores / all Dask threads tokenizer threads).
-This spreads the one-core stages (Parquet decoding, pack + sha256) of different shards over
-the host's cores while the GPU is kept busy.
-
-2026-11-22, 2-core dev VM (shared: load average 1-4.5 from other jobs, so +-30%): 16.7 MB of
-the ci corpus x4 in 4 Parquet shards (one row group each, snappy). `bench/bench_corpus.py
---quick --null --scale 4 --repeat 3 --workers 2 --no-docs`: pipeline alone 0.059 GB/s before
-(load 0.9), 0.085-0.141 GB/s after (load 3.5-4.5); in-process A/B of the old and new module,
-interleaved: 0.142 -> 0.151 GB/s (fsync), 0.151 -> 0.166 (no fsync); CPU tokenizer (gputok,
-2 threads) 0.021 -> 0.021 GB/s, the tokenizer being the bound there. What caps it on this VM,
-measured alone: Parquet decoding 0.26-0.29 GB/s (snappy decompression alone 0.39 GB/s; the
-same data uncompressed decodes at 1.27 GB/s), then pack ~1.6 GB/s, sha256 ~1-2 GB/s of output,
-write ~1-3 GB/s and fsync; threads gave no parallel speed-up on this VM.
-Same A/B on an H200 host (16 cores, same shards, in process, fsync; median GB/s old -> new):
-null Parquet 0.207 -> 0.266, null text 0.393 -> 0.398; GPU Parquet 0.144 -> 0.176, GPU text
-0.213 -> 0.253 (no fsync: GPU Parquet 0.172 -> 0.219, GPU text 0.273 -> 0.349). There, per
-16.7 MB: Parquet decode 33 ms (0.51 GB/s, one core), GPU encode of 1 MB batches 30 ms, pack
-10 ms, sha256 11 ms, write 5.5 ms, fsync of 4 files 13 ms. So a GPU worker on Parquet files of
-one row group is capped by snappy decoding on one core (~0.5 GB/s), then by pack + sha256 on
-the single writer thread (~0.8 GB/s); a single sha256 stream per file cannot be split.
-Hence several shards per worker (threads_per_worker). 2-core VM, same 4 shards, in process,
-K shards at once through a thread pool (bench_corpus.run_in_process; interleaved, median of 4,
-load 2.5): null pipeline K=1 0.158 GB/s, K=2 0.245, K=4 0.234 (two cores: no gain past 2);
-gputok CPU (2 // K tokenizer threads per call; 8 shards, median of 6, load 2.5-3.2) 0.020 /
-0.024 / 0.023 GB/s: running shards side by side beats splitting one call over the cores by
-~20% (a call's preparation is serial), but a local CPU cluster already runs min(cores, 8)
-workers, i.e. that many shards at once, so CPU workers keep 1 thread by default. gigatoken in
-the same harness
-(its rayon pool on both cores, Python lists of documents) 0.068 -> 0.115 GB/s with K=2, which
-is why bench_corpus.py gives it the same K as gputok's threads per worker.
+Batches reach the tokenizer as one buffer + offsets (Tokenizer.encode_buffer_flat: no Python
+object per document); a shard is cut into at least PIPELINE_BATCHES batches so the stages
+overlap within it; a GPU worker runs several shards at once (Dask threads, sharing its one
+tokenizer) because one shard's stream is capped by one-core stages. Measured 2026-11-22 (in
+process, 16.7 MB in 4 Parquet shards of one row group, snappy, fsync): on an H200 host (16 cores)
+the pipeline alone went 0.207 -> 0.266 GB/s and with the GPU tokenizer 0.144 -> 0.176 GB/s per
+shard with the buffer path; per 16.7 MB, Parquet decoding 33 ms (0.51 GB/s, one core), GPU
+encode in 1 MB batches 30 ms (hence GPU_MIN_BATCH_BYTES), pack 10, sha256 11, write 5.5, fsync
+13 ms. On the 2-core dev VM, 2 shards at once lifted the pipeline alone 0.158 -> 0.245 GB/s
+(no gain past 2 there) and gigatoken's stream 0.068 -> 0.115, which is why bench_corpus.py
+gives gigatoken the same shard concurrency. CPU workers keep one shard each: a local CPU
+cluster already runs min(cores, 8) workers. Not yet measured on 2 GPUs (docs/benchmarks.md).
 """
 
 from __future__ import annotations
