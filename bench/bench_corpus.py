@@ -522,18 +522,13 @@ def main() -> int:
     del docs
     log(f"input: {ndocs} documents, {nbytes / 1e6:.1f} MB in {shards} {args.format} shards")
 
-    if args.null:
-        nul = run_in_process(
-            NullAdapter(),
-            inputs,
-            work / "out-null",
-            args.format,
-            sep,
-            repeat,
-            not args.no_fsync,
-            k_shards,
-            min_batch,
+    def in_process(adapter, out: Path) -> dict:
+        return run_in_process(
+            adapter, inputs, out, args.format, sep, repeat, not args.no_fsync, k_shards, min_batch
         )
+
+    if args.null:
+        nul = in_process(NullAdapter(), work / "out-null")
         ns = statistics.median(nul["seconds"])
         rep["null"] = {
             "seconds": nul["seconds"],
@@ -543,17 +538,7 @@ def main() -> int:
             "min_batch_mb": cpu_min_mb,
         }
         log(f"pipeline alone (null tokenizer): {ns:.3f} s, {nbytes / ns / 1e9:.3f} GB/s")
-    g = run_in_process(
-        GigatokenAdapter(),
-        inputs,
-        work / "out-gigatoken",
-        args.format,
-        sep,
-        repeat,
-        not args.no_fsync,
-        k_shards,
-        min_batch,
-    )
+    g = in_process(GigatokenAdapter(), work / "out-gigatoken")
     tokens = sum(e["tokens"] for e in g["entries"])
     ref_hashes = [e["bin"]["sha256"] for e in g["entries"]]
     gs = statistics.median(g["seconds"])
