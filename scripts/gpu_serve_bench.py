@@ -11,8 +11,9 @@ For each GPU setting (CUDA_VISIBLE_DEVICES: 1 GPU, then 2, ...), one server serv
 baselines `preprocessing_hf` and `preprocessing_tiktoken` (same max_batch_size, delay and
 instance count) are served beside it and perf_analyzer (gRPC) measures all three at 128 tokens
 (concurrency 1 and 16) and 4K tokens (concurrency 64); every setting measures our capacity at
-4K tokens (c128; c256 too from 2 GPUs) in 4 s windows, the 1 -> N GPU scaling figure. Writes
-serve_results.json and the perf_analyzer CSVs to --out.
+4K tokens (c128; c256 too from 2 GPUs, and with --clients N also N perf_analyzer processes at
+c128 each, their throughput summed, in case one client cannot load N GPUs) in 4 s windows, the
+1 -> N GPU scaling figure. Writes serve_results.json and the perf_analyzer CSVs to --out.
 
     python3 scripts/gpu_serve_bench.py --out $OUT --wheels DIR --pa DIR --gputok-site DIR
 """
@@ -48,25 +49,56 @@ def inputs(out: Path) -> dict[str, Path]:
     return files
 
 
-def perf(
-    pa: Path, url: str, model: str, data: Path, conc: int, csv_path: Path, interval_ms: int = 2000
-) -> dict:
-    env = dict(os.environ, LD_LIBRARY_PATH=f"{pa}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-    cmd = [
+def _pa_command(pa: Path, url, model, data, conc, csv_path: Path, interval_ms: int) -> list[str]:
+    return [
         str(pa / "perf_analyzer"), "-m", model, "-i", "grpc", "-u", url,
         f"--input-data={data}", f"--concurrency-range={conc}", "--percentile=99",
         f"--measurement-interval={interval_ms}", "--stability-percentage=999", "--max-trials=3",
         "-f", str(csv_path), "--verbose-csv",
     ]  # fmt: skip
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    if r.returncode != 0:
-        return {"error": (r.stdout + r.stderr)[-600:]}
-    row = next(csv.DictReader(csv_path.open()))
-    return {
-        "infer_per_s": float(row["Inferences/Second"]),
-        "p50_ms": float(row["p50 latency"]) / 1e3,
-        "p99_ms": float(row["p99 latency"]) / 1e3,
+
+
+def perf(
+    pa: Path,
+    url: str,
+    model: str,
+    data: Path,
+    conc: int,
+    csv_path: Path,
+    interval_ms: int = 2000,
+    clients: int = 1,
+) -> dict:
+    """One perf_analyzer point. With clients > 1, that many perf_analyzer processes run at the
+    same time, each at concurrency `conc`: throughput is their sum, p50/p99 the worst client's
+    (one client process may not generate a 2-GPU server's load: issue 7's scaling run)."""
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{pa}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    paths = [
+        csv_path if k == 0 else csv_path.with_suffix(f".client{k}.csv") for k in range(clients)
+    ]
+    procs = [
+        subprocess.Popen(
+            _pa_command(pa, url, model, data, conc, path, interval_ms),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for path in paths
+    ]
+    outs = [p.communicate(timeout=240)[0] for p in procs]
+    bad = [o for p, o in zip(procs, outs, strict=True) if p.returncode != 0]
+    if bad:
+        return {"error": bad[0][-600:]}
+    rows = [next(csv.DictReader(path.open())) for path in paths]
+    out = {
+        "infer_per_s": sum(float(r["Inferences/Second"]) for r in rows),
+        "p50_ms": max(float(r["p50 latency"]) for r in rows) / 1e3,
+        "p99_ms": max(float(r["p99 latency"]) for r in rows) / 1e3,
     }
+    if clients > 1:
+        out["clients"] = clients
+        out["per_client_infer_per_s"] = [float(r["Inferences/Second"]) for r in rows]
+    return out
 
 
 def main() -> int:
@@ -77,6 +109,13 @@ def main() -> int:
     ap.add_argument("--gputok-site", required=True)
     ap.add_argument("--gpus", default="0,1")
     ap.add_argument("--quick", action="store_true", help="only our tokenizer at 4K tokens, c64")
+    ap.add_argument(
+        "--clients",
+        type=int,
+        default=1,
+        help="perf_analyzer processes per capacity point with more than one GPU (each at the "
+        "point's concurrency; throughput summed)",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from gputok._triton_env import (
@@ -112,6 +151,8 @@ def main() -> int:
             points = [("4k", 128, ("tokenizer",), 4000)]
             if k > 0:
                 points.append(("4k", 256, ("tokenizer",), 4000))
+                if args.clients > 1:  # the same load from several client processes
+                    points.append(("4k", -128, ("tokenizer",), 4000))
             else:
                 points = [
                     ("128", 1, MODELS, 2000),
@@ -142,15 +183,18 @@ def main() -> int:
         server.start()
         try:
             server.wait_ready(300)
-            for size, conc, models, window in points:
+            for size, point_conc, models, window in points:
+                # a negative concurrency marks the multi-client point: args.clients processes
+                # at |concurrency| each
+                conc, clients = abs(point_conc), (args.clients if point_conc < 0 else 1)
                 for model in models:
                     t0 = time.time()
                     r = perf(
                         args.pa, server.grpc_url, model, data[size], conc,
-                        args.out / f"{model}_{size}_c{conc}_{len(visible.split(','))}gpu.csv",
-                        window,
+                        args.out / f"{model}_{size}_c{conc}x{clients}_{len(visible.split(','))}gpu.csv",
+                        window, clients,
                     )  # fmt: skip
-                    r.update(model=model, size=size, concurrency=conc, gpus=visible)
+                    r.update(model=model, size=size, concurrency=conc * clients, gpus=visible)
                     r["wall_s"] = round(time.time() - t0, 1)
                     results.append(r)
                     print(json.dumps(r), flush=True)
