@@ -187,6 +187,14 @@ class NullAdapter:
         return np.zeros(int(offs[-1]), dtype=np.int32), offs
 
 
+def log_stages(who: str, stage_seconds: dict) -> None:
+    """Where the shard tasks' threads spent the last run (seconds summed over shards)."""
+    log(
+        f"{who} stages (s, summed over shards): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in stage_seconds.items())
+    )
+
+
 def run_in_process(
     adapter,
     inputs: Path,
@@ -235,12 +243,19 @@ def run_in_process(
         ]
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max(1, shards_at_once)) as pool:
-            entries = [r["entry"] for r in pool.map(C.tokenize_shard, specs)]
+            results = list(pool.map(C.tokenize_shard, specs))
+        entries = [r["entry"] for r in results]
+        stage_seconds = {st: sum(r["stages"][st] for r in results) for st in C.STAGES}
         man = C.build_manifest(C._settings(common), base, fmt, entries, complete=True)
         C.atomic_write_bytes(str(out / C.MANIFEST), C._json_bytes(man))
         times.append(time.perf_counter() - t0)
     shutil.rmtree(out, ignore_errors=True)
-    return {"seconds": times[1:], "warmup_s": times[0], "entries": entries}
+    return {
+        "seconds": times[1:],
+        "warmup_s": times[0],
+        "entries": entries,
+        "stage_seconds": stage_seconds,
+    }
 
 
 def run_gputok(
@@ -300,6 +315,7 @@ def run_gputok(
             "threads": threads,
             "threads_per_worker": tpw,
             "workers": len(devs),
+            "stage_seconds": run.stage_seconds,
         }
     finally:
         C._close_quietly(client, cluster)
@@ -538,6 +554,8 @@ def main() -> int:
             "min_batch_mb": cpu_min_mb,
         }
         log(f"pipeline alone (null tokenizer): {ns:.3f} s, {nbytes / ns / 1e9:.3f} GB/s")
+        log_stages("null", nul["stage_seconds"])
+        rep["null"]["stage_seconds"] = nul["stage_seconds"]
     g = in_process(GigatokenAdapter(), work / "out-gigatoken")
     tokens = sum(e["tokens"] for e in g["entries"])
     ref_hashes = [e["bin"]["sha256"] for e in g["entries"]]
@@ -560,6 +578,8 @@ def main() -> int:
         "min_batch_mb": cpu_min_mb,
     }
     log(f"gigatoken ({k_shards} shard(s) at once): {gs:.3f} s, {nbytes / gs / 1e9:.3f} GB/s")
+    log_stages("gigatoken", g["stage_seconds"])
+    rep["gigatoken"]["stage_seconds"] = g["stage_seconds"]
 
     rep["gputok"] = []
     for w in counts:
@@ -594,6 +614,7 @@ def main() -> int:
                 "GBps": nbytes / s / 1e9,
                 "Mtokps": tokens / s / 1e6,
                 "exact": exact,
+                "stage_seconds": {k: round(v, 3) for k, v in r["stage_seconds"].items()},
             }
         )
         log(
@@ -601,6 +622,7 @@ def main() -> int:
             f"worker at once): {s:.3f} s, {nbytes / s / 1e9:.3f} GB/s, "
             f"{'exact' if exact else 'MISMATCH vs gigatoken'}"
         )
+        log_stages(f"gputok x{w}", r["stage_seconds"])
         shutil.rmtree(work / f"out-gputok-{w}", ignore_errors=True)
     rep["loadavg_end"] = list(os.getloadavg())
 

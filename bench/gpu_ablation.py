@@ -8,8 +8,10 @@ Settings: default; GPUTOK_GPU_NO_CACHE=1 (no whole-piece cache); GPUTOK_GPU_NO_S
 hits and the merge loop in one kernel); GPUTOK_GPU_WARP_MIN (misses longer than this go to a
 warp); GPUTOK_GPU_NO_DIRECT=1 (ids copied back after a sync instead of written to mapped
 pinned memory by the kernel); GPUTOK_GPU_SINGLE_RANK=1 (long pieces without the
-multi-rank pass); gpu_pretokenize=False (pieces found on the CPU); one sequence. Each prints the median of 5 timed calls after 2 warm-ups, and
-the per-stage profile (GPUTOK_GPU_PROFILE=1) of the last call.
+multi-rank pass); GPUTOK_GPU_FUSED_MAX (chunks up to this many bytes run as one cooperative
+launch; 0: never); gpu_pretokenize=False (pieces found on the CPU); one sequence. Each prints
+the median of 5 timed calls after 2 warm-ups (58 for calls under 1 MB), and the per-stage
+profile (GPUTOK_GPU_PROFILE=1) of the last call. --only REGEX runs a subset.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -78,11 +81,13 @@ def main() -> None:
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--cpu-pretok", action="store_true")
     ap.add_argument("--seq", action="store_true")
+    ap.add_argument("--only", default=None, help="run the settings whose name matches this regex")
     a = ap.parse_args()
     if a.child:
         child(a.mb, not a.cpu_pretok, a.seq)
         return
     seq16k, seq300k = ["--seq", "--mb", "0.07"], ["--seq", "--mb", "0.3"]
+    NOFUSE = {"GPUTOK_GPU_FUSED_MAX": "0"}  # mid-size chunks on the multi-kernel pipeline
     settings = [
         ("default", {}, []),
         ("no whole-piece cache", {"GPUTOK_GPU_NO_CACHE": "1"}, []),
@@ -112,11 +117,50 @@ def main() -> None:
         ),
         ("one sequence of ~300 KB, CUDA graph", {"GPUTOK_GPU_GRAPH": "1"}, seq300k),
         ("one sequence of ~300 KB, warp_min 16", {"GPUTOK_GPU_WARP_MIN_SMALL": "16"}, seq300k),
+        ("one sequence of ~4K tokens", {}, ["--seq", "--mb", "0.009"]),
+        ("one sequence of ~4K tokens, fused off", NOFUSE, ["--seq", "--mb", "0.009"]),
+        ("one sequence of ~16K tokens, fused off", NOFUSE, seq16k),
+        (
+            "one sequence of ~16K tokens, pair table as on the CPU",
+            {"GPUTOK_GPU_PAIR_SPARSER": "0"},
+            seq16k,
+        ),
+        (
+            "one sequence of ~16K tokens, pair table 8x slots",
+            {"GPUTOK_GPU_PAIR_SPARSER": "3"},
+            seq16k,
+        ),
+        ("pair table as on the CPU (4 MiB, 41% load)", {"GPUTOK_GPU_PAIR_SPARSER": "0"}, []),
+        ("pair table 2x slots", {"GPUTOK_GPU_PAIR_SPARSER": "1"}, []),
+        ("pair table 8x slots", {"GPUTOK_GPU_PAIR_SPARSER": "3"}, []),
+        (
+            "one sequence of ~16K tokens, 132 fused blocks",
+            {"GPUTOK_GPU_COOP_BLOCKS": "132"},
+            seq16k,
+        ),
+        ("one sequence of ~16K tokens, 66 fused blocks", {"GPUTOK_GPU_COOP_BLOCKS": "66"}, seq16k),
+        ("one sequence of ~300 KB, fused off", NOFUSE, seq300k),
+        ("one sequence of ~300 KB, fused", {"GPUTOK_GPU_FUSED_MAX": "1048576"}, seq300k),
+        ("one sequence of ~150 KB", {}, ["--seq", "--mb", "0.15"]),
+        ("one sequence of ~150 KB, fused off", NOFUSE, ["--seq", "--mb", "0.15"]),
+        ("one sequence of 1 MB", {}, ["--seq", "--mb", "1.0"]),
+        ("one sequence of 1 MB, fused off", NOFUSE, ["--seq", "--mb", "1.0"]),
+        ("batch of 1 MB", {}, ["--mb", "1.0"]),
+        ("batch of 1 MB, fused off", NOFUSE, ["--mb", "1.0"]),
+        (
+            "one sequence of 2 MB, fused up to 4 MB",
+            {"GPUTOK_GPU_FUSED_MAX": "4194304"},
+            ["--seq", "--mb", "2"],
+        ),
+        ("batch of 4 MB", {}, ["--mb", "4.0"]),
+        ("batch of 4 MB, fused up to 4 MB", {"GPUTOK_GPU_FUSED_MAX": "4194304"}, ["--mb", "4.0"]),
         ("CPU pretokenization", {}, ["--cpu-pretok"]),
         ("one sequence of 2 MB", {}, ["--seq", "--mb", "2"]),
         ("one sequence of 2 MB, CPU pretok", {}, ["--seq", "--mb", "2", "--cpu-pretok"]),
     ]
     for name, env, extra in settings:
+        if a.only and not re.search(a.only, name):
+            continue
         e = dict(os.environ, GPUTOK_GPU_PROFILE="1", **env)
         r = subprocess.run(
             [sys.executable, __file__, "--child", "--mb", str(a.mb), *extra],

@@ -13,9 +13,11 @@ instance count) are served beside it and perf_analyzer (gRPC) measures all three
 (concurrency 1 and 16) and 4K tokens (concurrency 64); every setting measures our capacity at
 4K tokens (c128; c256 too from 2 GPUs, and with --clients N also N perf_analyzer processes at
 c128 each, their throughput summed, in case one client cannot load N GPUs) in 4 s windows, the
-1 -> N GPU scaling figure. Writes serve_results.json and the perf_analyzer CSVs to --out.
+1 -> N GPU scaling figure. With --scaling only those capacity points run, for every GPU count
+(no baselines). Writes serve_results.json and the perf_analyzer CSVs to --out.
 
     python3 scripts/gpu_serve_bench.py --out $OUT --wheels DIR --pa DIR --gputok-site DIR
+    python3 scripts/gpu_serve_bench.py ... --gpus 0,1 --scaling --clients 2
 """
 
 from __future__ import annotations
@@ -108,7 +110,13 @@ def main() -> int:
     ap.add_argument("--pa", type=Path, required=True)
     ap.add_argument("--gputok-site", required=True)
     ap.add_argument("--gpus", default="0,1")
-    ap.add_argument("--quick", action="store_true", help="only our tokenizer at 4K tokens, c64")
+    ap.add_argument("--quick", action="store_true", help="only our tokenizer at 4K tokens, c128")
+    ap.add_argument(
+        "--scaling",
+        action="store_true",
+        help="only the capacity points of our tokenizer (no baselines): 4K tokens at c128 and "
+        "c256 for every GPU count, plus the --clients point",
+    )
     ap.add_argument(
         "--clients",
         type=int,
@@ -149,7 +157,7 @@ def main() -> int:
             points = [("4k", 128, ("tokenizer",), 2000)]
         else:
             points = [("4k", 128, ("tokenizer",), 4000)]
-            if k > 0:
+            if k > 0 or args.scaling:
                 points.append(("4k", 256, ("tokenizer",), 4000))
                 if args.clients > 1:  # the same load from several client processes
                     points.append(("4k", -128, ("tokenizer",), 4000))

@@ -273,3 +273,25 @@ def test_default_threads_per_worker():
     assert C.default_threads_per_worker(2, 32) == 4
     assert C.default_threads_per_worker(2, 8) == 2
     assert C.default_threads_per_worker(4, 2) == 1
+
+
+def test_regression_parquet_decoding_gets_the_workers_cores():
+    """Dask's nanny starts workers with OMP_NUM_THREADS=1 and Arrow sizes its decoding pool
+    from it: GPU workers waited on a one-thread Parquet reader (0.30 GB/s where the same
+    pipeline in one process reached 0.76 on the H200 host). The worker gives Arrow its
+    cores back before reading."""
+    pytest.importorskip("pyarrow")
+    import subprocess
+    import sys
+
+    code = (
+        "import pyarrow as pa; from gputok import corpus as C; before = pa.cpu_count(); "
+        "C._worker_io(); print(before, pa.cpu_count(), C._cpu_count())"
+    )
+    env = dict(__import__("os").environ, OMP_NUM_THREADS="1")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    before, after, cores = map(int, out)
+    assert before == 1
+    assert after == cores

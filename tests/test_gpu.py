@@ -7,6 +7,7 @@ and asserts non-empty reference output.
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from pathlib import Path
@@ -293,6 +294,57 @@ def test_long_pieces_per_word(gpus, cpu, tt):
     want = tt.encode_ordinary_batch(texts, num_threads=8)
     assert_same(texts, gpus["per_word"].encode_ordinary_batch(texts), want, "long pieces")
     assert_same(texts, cpu.encode_ordinary_batch(texts), want, "long pieces cpu")
+
+
+def _gpu_with_env(**env):
+    """A per_word GPU tokenizer built with GPUTOK_GPU_* switches (read at construction)."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return gputok.gpt2(device="cuda")
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _mid_size_inputs(corpus):
+    """Single sequences and batches between 4 KB and 1 MB, the fused cooperative kernel's
+    range, with long pieces (over 32 bytes: a warp; over 256: a warp in global memory) and
+    many units."""
+    joined = "".join(corpus[:3000])
+    rng = random.Random(5)
+    out = [joined[:n] for n in (4100, 9000, 45_000, 300_000)]
+    out.append(joined.encode()[: (1 << 20) - 64].decode("utf-8", "ignore"))
+    out.append(
+        joined[:20_000] + "a" * 600 + " " + "7" * 300 + joined[20_000:40_000] + "日本語" * 200
+    )
+    out.append("".join(rng.choice(["ab", " ", "aeiou", "'s", "12", "\n\n"]) for _ in range(40_000)))
+    return out
+
+
+def test_fused_cooperative_path_matches_tiktoken(corpus, tt):
+    """Mid-size chunks (4 KB < n <= 1 MB) run as one cooperative launch; the same inputs
+    with the fused path off (GPUTOK_GPU_FUSED_MAX=0) take the multi-kernel pipeline. Both
+    must give tiktoken's ids, and the fused path must really be one launch per call."""
+    fused = gputok.gpt2(device="cuda")
+    multi = _gpu_with_env(GPUTOK_GPU_FUSED_MAX="0")
+    texts = _mid_size_inputs(corpus)
+    want = tt.encode_ordinary_batch(texts, num_threads=8)
+    assert all(want)
+    for label, g in (("fused", fused), ("multi-kernel", multi)):
+        got = [g.encode_ordinary(t) for t in texts]
+        assert_same(texts, got, want, f"one by one, {label}")
+        batch = list(corpus[:150])  # one call, many units
+        assert_same(batch, g.encode_ordinary_batch(batch), tt.encode_ordinary_batch(batch), label)
+    before = fused.gpu_counters()["launches"]
+    fused.encode_ordinary(texts[2])
+    assert fused.gpu_counters()["launches"] - before == 1
+    before = multi.gpu_counters()["launches"]
+    multi.encode_ordinary(texts[2])
+    assert multi.gpu_counters()["launches"] - before > 1
 
 
 def test_whitespace_runs_where_tiktoken_fails(gpus, cpu):

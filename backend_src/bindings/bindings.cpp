@@ -4,7 +4,6 @@
 #include <pybind11/stl.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -203,7 +202,6 @@ class Core {
     {
       py::gil_scoped_release release;
       if (gpu_) {
-        std::lock_guard<std::mutex> lock(gpu_mu_);
         const IdVector gpu_ids = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8).ids;
         ids.assign(gpu_ids.begin(), gpu_ids.end());
       } else {
@@ -238,19 +236,16 @@ class Core {
 
   void set_pool_limit(size_t bytes) {
     if (!gpu_) throw py::value_error("set_pool_limit needs device='cuda'");
-    std::lock_guard<std::mutex> lock(gpu_mu_);
     gpu_->set_pool_limit(bytes);
   }
 
   void set_cpu_below_bytes(size_t bytes) {
     if (!gpu_) throw py::value_error("set_cpu_below_bytes needs device='cuda'");
-    std::lock_guard<std::mutex> lock(gpu_mu_);
     gpu_->set_cpu_below_bytes(bytes);
   }
 
   void set_gpu_pretokenize(bool on) {
     if (!gpu_) throw py::value_error("gpu_pretokenize needs device='cuda'");
-    std::lock_guard<std::mutex> lock(gpu_mu_);
     gpu_->set_gpu_pretokenize(on);
   }
 
@@ -271,7 +266,6 @@ class Core {
     {
       py::gil_scoped_release release;
       if (gpu_) {
-        std::lock_guard<std::mutex> lock(gpu_mu_);
         r = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8);
       } else {
         r = encoder_.encode_batch(inputs, policy, utf8, num_threads);
@@ -281,8 +275,7 @@ class Core {
   }
 
   Encoder encoder_;
-  std::unique_ptr<GpuEncoder> gpu_;
-  std::mutex gpu_mu_;
+  std::unique_ptr<GpuEncoder> gpu_;  // thread-safe: it serializes its device work itself
 };
 
 }  // namespace

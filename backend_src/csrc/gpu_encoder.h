@@ -91,7 +91,10 @@ class GpuEncoder {
   // Tokenizes ordinary text (valid UTF-8; special tokens already split out by the caller).
   // Appends every segment's ids to `ids`, and after each segment pushes ids.size() to
   // `ends`. Returns the device time of the kernels, from CUDA events, in milliseconds.
-  // Not thread-safe: one call at a time per encoder (callers hold a mutex).
+  // Thread-safe: the device work of concurrent calls is serialized by the encoder's own
+  // mutex, so callers' host work (UTF-8 checks, special-token splits, result assembly in
+  // Encoder::encode_batch_gpu) overlaps another thread's GPU call. The lock covers staging,
+  // the kernels and the copy-out, which all use the encoder's one set of buffers.
   float encode(const std::vector<std::string_view>& segments, Algorithm algorithm, IdVector& ids,
                std::vector<int64_t>& ends);
 

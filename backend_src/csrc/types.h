@@ -123,9 +123,17 @@ GPUTOK_HD uint64_t pair_lookup(PairTableView t, uint32_t left, uint32_t right) {
   const uint64_t key = pair_key(left, right);
   uint32_t slot = pair_hash(key) & t.mask;
   for (;;) {
+#ifdef __CUDA_ARCH__
+    // Key and value in one 16-byte read-only load: a probe is one round trip to memory,
+    // not two (the merge loops' latency is a chain of these).
+    const ulonglong2 kv = __ldg(reinterpret_cast<const ulonglong2*>(t.slots) + slot);
+    if (kv.x == key) return kv.y;
+    if (kv.x == kEmptyKey) return kEmptyKey;
+#else
     const uint64_t k = t.slots[2 * size_t(slot)];
     if (k == key) return t.slots[2 * size_t(slot) + 1];
     if (k == kEmptyKey) return kEmptyKey;
+#endif
     slot = (slot + 1) & t.mask;
   }
 }

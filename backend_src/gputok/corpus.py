@@ -33,7 +33,10 @@ encode in 1 MB batches 30 ms (hence GPU_MIN_BATCH_BYTES), pack 10, sha256 11, wr
 13 ms. On the 2-core dev VM, 2 shards at once lifted the pipeline alone 0.158 -> 0.245 GB/s
 (no gain past 2 there) and gigatoken's stream 0.068 -> 0.115, which is why bench_corpus.py
 gives gigatoken the same shard concurrency. CPU workers keep one shard each: a local CPU
-cluster already runs min(cores, 8) workers. Not yet measured on 2 GPUs (docs/benchmarks.md).
+cluster already runs min(cores, 8) workers. On 2 x H200 (05:43 UTC, 681 MB in 32 shards, 4-8
+at once per worker, stage_seconds): one GPU 0.43-0.47 GB/s, two 0.57-0.59 (0.93 without
+fsync), gigatoken 0.47-0.49; the writers (pack, sha256, write) and the fsyncs to one disk are
+the bound, the GPU encodes ~1 s of the shards' ~8-12 s (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ FORMAT_VERSION = 1
 FORMATS = ("text", "jsonl", "parquet")
 ERROR_POLICIES = ("strict", "replace", "skip")
 MANIFEST = "manifest.json"
+STAGES = ("read_wait", "encode", "write_wait", "finish")  # CorpusRun.stage_seconds
 MAX_ID = 65535  # uint16
 DEFAULT_BATCH_BYTES = 32 << 20  # text per tokenizer call at most: bounds memory, amortizes it
 # A shard is cut into at least this many batches (of at least the minimum batch), so that its
@@ -719,6 +723,27 @@ def _tokenizer(device: str, device_id: int):
         return tok
 
 
+_IO_READY = False
+
+
+def _worker_io() -> None:
+    """Give Arrow's decoding pool this process's cores, once. Dask's nanny starts workers
+    with OMP_NUM_THREADS=1 (for BLAS), and Arrow sizes its CPU pool from that variable too,
+    so Parquet shards were decoded on one thread per worker: on the H200 host (2026-11-22) a
+    GPU worker spent 5.4 s of its shards' time waiting for the reader against 0.9 s
+    encoding, and ran at 0.30 GB/s where the same pipeline in one process reached 0.76."""
+    global _IO_READY
+    if _IO_READY:
+        return
+    _IO_READY = True
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - optional dependency
+        return
+    if pa.cpu_count() < _cpu_count():
+        pa.set_cpu_count(_cpu_count())
+
+
 def _min_batch_bytes(spec: dict, tok) -> int:
     """The run's minimum batch, or by device: GPU_MIN_BATCH_BYTES on the GPU, else
     MIN_BATCH_BYTES."""
@@ -946,6 +971,7 @@ def tokenize_shard(spec: dict) -> dict:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(entry_path)
 
+    _worker_io()
     device_id = _worker_device_id(spec)
     tok = _tokenizer(spec["device"], device_id)
     source = _source_stat(spec["path"])
@@ -953,6 +979,9 @@ def tokenize_shard(spec: dict) -> dict:
     bin_f = _HashedFile(os.path.join(out_dir, f"{name}.bin"))
     idx_f = _HashedFile(os.path.join(out_dir, f"{name}.idx"))
     docs_n = tokens_n = text_bytes = skipped_bad = skipped_empty = 0
+    # Seconds this task's thread spent in each stage: waiting for the reader, encoding,
+    # waiting for the writer, fsync + rename. Where a run's time goes (bench_corpus.py).
+    stages = dict.fromkeys(STAGES, 0.0)
     try:
         idx_f.write(np.zeros(1, dtype="<i8"))
         batches = read_shard(
@@ -972,8 +1001,17 @@ def tokenize_shard(spec: dict) -> dict:
             ThreadPoolExecutor(1, thread_name_prefix="gputok-corpus-writer") as writer,
         ):
             pending: collections.deque = collections.deque()
-            for k, batch in enumerate(reader):
+            k = -1
+            while True:
+                t_wait = time.perf_counter()
+                batch = next(reader, None)
+                t_got = time.perf_counter()
+                stages["read_wait"] += t_got - t_wait
+                if batch is None:
+                    break
+                k += 1
                 ids, offsets, n, nbytes, bad, empty = _encode_batch(tok, batch, spec)
+                stages["encode"] += time.perf_counter() - t_got
                 del batch  # its buffers can go once encoded
                 skipped_bad, skipped_empty = skipped_bad + bad, skipped_empty + empty
                 pending.append(
@@ -982,21 +1020,27 @@ def tokenize_shard(spec: dict) -> dict:
                 tokens_n += int(ids.size) + (n if eot is not None else 0)
                 docs_n += n
                 text_bytes += nbytes
+                t_wait = time.perf_counter()
                 while len(pending) > 1:
                     pending.popleft().result()
+                stages["write_wait"] += time.perf_counter() - t_wait
                 if k == 0 and spec.get("_fault"):
                     pending.popleft().result()
                     bin_f.f.flush()  # so the injected kill leaves a real partial temp file
                     idx_f.f.flush()
                     _maybe_fault(spec, "mid")
+            t_wait = time.perf_counter()
             while pending:
                 pending.popleft().result()
+            stages["write_wait"] += time.perf_counter() - t_wait
+        t_fin = time.perf_counter()
         durable = spec.get("fsync", True)
         bin_rec, idx_rec = bin_f.finish(durable), idx_f.finish(durable)
         os.replace(bin_f.tmp, bin_f.final)
         os.replace(idx_f.tmp, idx_f.final)
         if durable:
             _fsync_dir(out_dir)
+        stages["finish"] += time.perf_counter() - t_fin
     except BaseException:
         bin_f.abort()
         idx_f.abort()
@@ -1021,6 +1065,7 @@ def tokenize_shard(spec: dict) -> dict:
         "status": "written",
         "seconds": time.perf_counter() - t0,
         "device": tok.device,
+        "stages": stages,
     }
 
 
@@ -1038,6 +1083,8 @@ class CorpusRun:
     verified: list[str]
     seconds: float
     devices: list[str]
+    # Per stage (STAGES), the seconds the written shards' tasks spent in it, summed.
+    stage_seconds: dict = dataclasses.field(default_factory=dict)
 
     @property
     def text_bytes(self) -> int:
@@ -1394,6 +1441,9 @@ def tokenize_corpus(
         verified=[n for n in names if results.get(n, {}).get("status") == "verified"],
         seconds=time.perf_counter() - t_start,
         devices=sorted({r["device"] for r in results.values() if r.get("device")}),
+        stage_seconds={
+            st: sum(r.get("stages", {}).get(st, 0.0) for r in results.values()) for st in STAGES
+        },
     )
     if failures:
         raise CorpusError(

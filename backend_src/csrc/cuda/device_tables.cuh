@@ -26,9 +26,13 @@ class DeviceTables {
   DeviceTables& operator=(const DeviceTables&) = delete;
   ~DeviceTables() { release(); }
 
-  void build(const Vocab& vocab, uint64_t& allocs) {
-    const auto& slots = vocab.pair_slots();
-    const size_t cap = vocab.pair_capacity();
+  // `sparser`: the device copy of the pair table gets 2^sparser times the CPU table's slots
+  // (the same hash and probing, keys re-inserted), so a lookup of an absent pair, most of the
+  // lookups of a warp pass, ends after fewer probes: each probe is a dependent round trip on
+  // the merge loops' critical path.
+  void build(const Vocab& vocab, uint64_t& allocs, int sparser = 0) {
+    const std::vector<uint64_t> slots = respread(vocab, sparser);
+    const size_t cap = slots.size() / 2;
     if (cap == 0 || (cap & (cap - 1)) != 0)
       throw CudaError("pair table capacity must be a nonzero power of two");
     const size_t s1 = unicode_stage1_size(), s2 = unicode_stage2_size();
@@ -54,6 +58,21 @@ class DeviceTables {
     build_cache(vocab, allocs);
   }
 
+  static std::vector<uint64_t> respread(const Vocab& vocab, int sparser) {
+    const auto& src = vocab.pair_slots();
+    if (sparser <= 0) return src;
+    const size_t cap = vocab.pair_capacity() << sparser;
+    std::vector<uint64_t> out(2 * cap, kEmptyKey);
+    for (size_t i = 0; i < src.size(); i += 2) {
+      if (src[i] == kEmptyKey) continue;
+      uint32_t slot = pair_hash(src[i]) & uint32_t(cap - 1);
+      while (out[2 * size_t(slot)] != kEmptyKey) slot = (slot + 1) & uint32_t(cap - 1);
+      out[2 * size_t(slot)] = src[i];
+      out[2 * size_t(slot) + 1] = src[i + 1];
+    }
+    return out;
+  }
+
   // The whole-piece cache (kernels.cuh): every token of 2..kShortPiece bytes whose own BPE
   // is itself, keyed by piece_hash; bytes verified on every hit.
   void build_cache(const Vocab& vocab, uint64_t& allocs) {
@@ -73,7 +92,7 @@ class DeviceTables {
     }
     size_t slots = 1024;
     while (slots < chosen.size() * 3) slots <<= 1;
-    std::vector<uint64_t> keys(slots, 0), vals(slots, 0);
+    std::vector<uint64_t> kv(2 * slots, 0);  // PieceCacheView: key, value side by side
     std::vector<uint8_t> blob;
     blob.reserve(blob_bytes);
     for (uint32_t id : chosen) {
@@ -82,22 +101,27 @@ class DeviceTables {
       for (unsigned char b : t) h = piece_hash_step(h, b);
       h = piece_hash_finish(h, uint32_t(t.size()));
       size_t slot = size_t(h) & (slots - 1);
-      while (keys[slot] != 0) slot = (slot + 1) & (slots - 1);
-      keys[slot] = h;
-      vals[slot] = (uint64_t(blob.size()) << 32) | (uint64_t(t.size()) << 24) | id;
-      blob.insert(blob.end(), t.begin(), t.end());
+      while (kv[2 * slot] != 0) slot = (slot + 1) & (slots - 1);
+      uint64_t bytes_or_offset = 0;
+      if (t.size() <= size_t(kCacheInlineBytes)) {
+        for (size_t j = 0; j < t.size(); ++j)
+          bytes_or_offset |= uint64_t(static_cast<unsigned char>(t[j])) << (8 * j);
+      } else {
+        bytes_or_offset = blob.size();
+        blob.insert(blob.end(), t.begin(), t.end());
+      }
+      kv[2 * slot] = h;
+      kv[2 * slot + 1] = (bytes_or_offset << 32) | (uint64_t(t.size()) << 24) | id;
     }
     const size_t bytes = slots * 16 + blob.size() + 16;
     GPUTOK_CUDA(cudaMalloc(&cache_block_, bytes));
     ++allocs;
-    auto* dk = static_cast<uint64_t*>(cache_block_);
-    auto* dv = dk + slots;
-    auto* db = reinterpret_cast<uint8_t*>(dv + slots);
-    GPUTOK_CUDA(cudaMemcpy(dk, keys.data(), slots * 8, cudaMemcpyHostToDevice));
-    GPUTOK_CUDA(cudaMemcpy(dv, vals.data(), slots * 8, cudaMemcpyHostToDevice));
+    auto* dkv = static_cast<uint64_t*>(cache_block_);
+    auto* db = reinterpret_cast<uint8_t*>(dkv + 2 * slots);
+    GPUTOK_CUDA(cudaMemcpy(dkv, kv.data(), slots * 16, cudaMemcpyHostToDevice));
     if (!blob.empty())
       GPUTOK_CUDA(cudaMemcpy(db, blob.data(), blob.size(), cudaMemcpyHostToDevice));
-    cache_ = PieceCacheView{dk, dv, db, uint32_t(slots - 1)};
+    cache_ = PieceCacheView{dkv, db, uint32_t(slots - 1)};
     cache_entries_ = chosen.size();
   }
   void release() {
@@ -117,7 +141,7 @@ class DeviceTables {
   void* cache_block_ = nullptr;
   size_t bytes_ = 0;
   size_t cache_entries_ = 0;
-  PieceCacheView cache_{nullptr, nullptr, nullptr, 0};
+  PieceCacheView cache_{nullptr, nullptr, 0};
   VocabView vocab_{};
   UnicodeTableView uni_{};
 };

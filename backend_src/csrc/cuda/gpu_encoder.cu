@@ -8,14 +8,17 @@
 // that only grow (pool.cuh), so steady-state calls make no cudaMalloc/cudaHostAlloc.
 // Kernel time is measured with CUDA events around the kernels of each chunk and summed.
 //
-// Performance notes (H200, 2026-11-22 03:15 UTC, bench/gpu_ablation.py, 64 MB of the bench
-// corpus, 9,797 docs, 28.1M tokens): kernels 4.45 ms (14.4 GB/s); staging 2.4 ms; H2D +
-// kernels + D2H 7.8 ms; copy-out into the caller's fresh buffer 12.5 ms (page faults of 112 MB
-// of new memory, on 8 pool threads): 27 ms end to end. Small inputs: one ~30K-token sequence
-// 0.158 ms end to end (kernels 0.112); mapped output saved 0.008 ms there and 0.044 ms for
-// 300 KB (0.293 -> 0.249); pool threads instead of spawned ones 1.18 -> 0.81 ms for 2 MB.
-// A chunk costs ~12 launches (1 for chunks <= kSmallMaxBytes: small.cu) and one host sync
-// up to kDirectMaxBytes (ids written straight to mapped pinned memory), two above.
+// Performance notes (H200, 2026-11-22 05:39-05:41 UTC, bench/gpu_ablation.py and
+// bench/bench_gpu.py, 64 MB of the bench corpus, 9,797 docs, 28.1M tokens): kernels 4.05 ms
+// (15.8 GB/s; 4.67 with the CPU's 4 MiB pair table); staging ~2.2 ms; H2D + kernels + D2H
+// ~7.5 ms; copy-out into the caller's fresh buffer 10-12 ms (page faults of 112 MB of new
+// memory, on 8 pool threads): 24-31 ms end to end. Small inputs: a 16K-token sequence (45 KB)
+// 0.087-0.096 ms end to end (kernels 0.061-0.068) on the fused cooperative path; 76 KB 0.115 ms
+// (0.145 with that path off). Pool threads instead of spawned ones: 2 MB 1.18 -> 0.81 ms.
+// A chunk is one launch up to kSmallMaxBytes (small.cu) and up to kFusedMaxBytes
+// (fused_cooperative.cu, which also writes its counts and unit ends to mapped memory: one
+// upload, one launch, one sync), ~12 launches above; one host sync up to kDirectMaxBytes (ids
+// written straight to mapped pinned memory), two above.
 // Device memory: ~17 bytes per byte of text (+16 for blockbpe*).
 #include <cuda_runtime.h>
 
@@ -24,6 +27,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -47,6 +52,21 @@ constexpr size_t kMaxChunk = size_t(1) << 31;      // 32-bit offsets and positio
 // kernel's stores cross PCIe), so one host sync ends the call instead of two: the token
 // count no longer has to come back before the ids can be copied.
 constexpr uint32_t kDirectMaxBytes = uint32_t(4) << 20;
+// per_word chunks above kSmallMaxBytes and up to this size run as one cooperative launch
+// (fused_cooperative.cu) instead of the ~12-launch pipeline; GPUTOK_GPU_FUSED_MAX overrides
+// it (0 turns the fused path off).
+// The device pair table has 2^kPairTableSparser times the CPU table's slots
+// (DeviceTables::build); GPUTOK_GPU_PAIR_SPARSER overrides it. 4x: 16 MiB at 10% load
+// instead of 4 MiB at 41%. Measured (H200, 2026-11-22 05:37 UTC, bench/gpu_ablation.py):
+// kernels of a 76 KB sequence 0.090 -> 0.075 ms, of the 64 MB batch 4.70 -> 4.08 ms (2x
+// slots: 0.075 / 4.19). Absent pairs end their probe sooner, and a warp pass probes mostly
+// absent pairs.
+constexpr int kPairTableSparser = 2;
+// Measured (H200, 2026-11-22 05:33-05:39 UTC, bench/gpu_ablation.py, kernels fused vs not):
+// 15 KB 0.062 vs 0.106 ms, 76 KB 0.070 vs 0.096, 150 KB 0.099 vs 0.101 (end to end 0.180 vs
+// 0.165), 300 KB 0.201 vs 0.140, 1 MB 0.363 vs 0.233: above ~128 KB the multi-kernel
+// pipeline's full occupancy wins.
+constexpr uint32_t kFusedMaxBytes = uint32_t(128) << 10;
 
 struct Unit {
   size_t seg;
@@ -119,6 +139,7 @@ bool cuda_available(std::string* why) {
 }
 
 struct GpuEncoder::Impl {
+  std::mutex mu;  // one call at a time on the stream, buffers and counters
   std::shared_ptr<const Vocab> vocab;
   GpuOptions opt;
   int n_sms = 0;
@@ -129,6 +150,8 @@ struct GpuEncoder::Impl {
   bool use_cache = true;      // GPUTOK_GPU_NO_CACHE=1 turns the whole-piece cache off (ablation)
   PerWordOptions per_word;    // ablation switches from the environment (kernels.cuh)
   bool direct_output = true;  // GPUTOK_GPU_NO_DIRECT=1: always copy ids back after a sync
+  uint32_t fused_max = kFusedMaxBytes;  // GPUTOK_GPU_FUSED_MAX
+  int coop_blocks = 0;                  // resident blocks of the fused kernel; 0: no fused path
   // GPUTOK_GPU_GRAPH=1 (experiment): the kernels of a multi-kernel chunk are captured into
   // a CUDA graph and launched as one; the executable graph is updated in place per call.
   bool use_graph = false;
@@ -202,15 +225,29 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
     impl->per_word.warp_min = std::atoi(wm);
   if (const char* wm = std::getenv("GPUTOK_GPU_WARP_MIN_SMALL"); wm && *wm)
     impl->per_word.warp_min_small = std::atoi(wm);
-  impl->tables.build(*impl->vocab, impl->counters.device_allocs);
+  if (const char* fm = std::getenv("GPUTOK_GPU_FUSED_MAX"); fm && *fm)
+    impl->fused_max = uint32_t(std::strtoul(fm, nullptr, 10));
+  // One block per SM: grid barriers over 132 blocks cost less than over the ~4 per SM that
+  // fit, and a mid-size input has no more work than that (76 KB: 0.105 -> 0.088 ms).
+  impl->coop_blocks = std::min(fused_cooperative_max_blocks(impl->n_sms), impl->n_sms);
+  if (const char* cb = std::getenv("GPUTOK_GPU_COOP_BLOCKS"); cb && *cb)  // experiment: cap
+    impl->coop_blocks = std::min(impl->coop_blocks, std::max(1, std::atoi(cb)));
+  int sparser = kPairTableSparser;
+  if (const char* sp = std::getenv("GPUTOK_GPU_PAIR_SPARSER"); sp && *sp)
+    sparser = std::clamp(std::atoi(sp), 0, 4);
+  impl->tables.build(*impl->vocab, impl->counters.device_allocs, sparser);
   impl_ = std::move(impl);
 }
 
 GpuEncoder::~GpuEncoder() = default;
 
-void GpuEncoder::set_gpu_pretokenize(bool on) { impl_->opt.gpu_pretokenize = on; }
+void GpuEncoder::set_gpu_pretokenize(bool on) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->opt.gpu_pretokenize = on;
+}
 
 void GpuEncoder::set_pool_limit(size_t bytes) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->opt.pool_limit_bytes = bytes;
   if (bytes && impl_->arena.capacity() > bytes) {
     GPUTOK_CUDA(cudaSetDevice(impl_->opt.device_id));
@@ -219,10 +256,17 @@ void GpuEncoder::set_pool_limit(size_t bytes) {
   }
 }
 
-void GpuEncoder::set_cpu_below_bytes(size_t bytes) { impl_->opt.cpu_below_bytes = bytes; }
-size_t GpuEncoder::cpu_below_bytes() const { return impl_->opt.cpu_below_bytes; }
+void GpuEncoder::set_cpu_below_bytes(size_t bytes) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->opt.cpu_below_bytes = bytes;
+}
+size_t GpuEncoder::cpu_below_bytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->opt.cpu_below_bytes;
+}
 
 GpuCounters GpuEncoder::counters() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
   GpuCounters c = impl_->counters;
   c.device_bytes = impl_->arena.capacity();
   return c;
@@ -233,6 +277,7 @@ int GpuEncoder::device_id() const { return impl_->opt.device_id; }
 float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorithm algorithm,
                          IdVector& ids, std::vector<int64_t>& ends) {
   Impl& I = *impl_;
+  std::lock_guard<std::mutex> lock(I.mu);
   GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
   // Units: segments, long ones split at safe positions.
   std::vector<Unit> units;
@@ -318,12 +363,14 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
     n_pieces_host = uint32_t(pieces.size());
   }
 
-  // Device layout for this chunk.
+  // Device layout for this chunk. The text (+ at least 16 zero bytes) and the unit offsets
+  // are one block, so one copy uploads both.
+  const size_t in_text = (size_t(n) + 16 + 15) & ~size_t(15);
   const bool blockbpe = algorithm != Algorithm::kPerWord;  // needs 16 bytes/byte scratch
   const size_t cub_bytes = cub_temp_bytes(n);
   auto layout = [&](Carver& cv, ChunkDev& c) {
-    c.text = cv.take<uint8_t>(size_t(n) + 32);
-    c.unit_off = cv.take<uint32_t>(n_units + 1);
+    c.text = cv.take<uint8_t>(in_text + (n_units + 1) * 4);
+    c.unit_off = reinterpret_cast<const uint32_t*>(c.text + in_text);
     c.unit_start = cv.take<uint8_t>(n + 16);
     c.piece_flag = cv.take<uint8_t>(n + 16);
     c.piece_starts = cv.take<uint32_t>(size_t(n) + 1);
@@ -334,6 +381,8 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
     c.aux = cv.take<int32_t>(size_t(n) + 1);
     c.scratch = blockbpe ? cv.take<int32_t>(size_t(n) * 4) : nullptr;
     c.unit_ends = cv.take<uint32_t>(n_units);
+    c.block_sums = cv.take<uint32_t>(2 * size_t(kMaxCoopBlocks));
+    c.phase_ns = profile ? cv.take<uint64_t>(kCoopStamps) : nullptr;
     c.cub_temp = cv.take<char>(cub_bytes);
     c.cub_bytes = cub_bytes;
     c.ids_out = reinterpret_cast<int32_t*>(c.piece_starts);
@@ -349,8 +398,11 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   Carver cv(arena.base());
   layout(cv, c);
 
+  const bool small = algorithm == Algorithm::kPerWord && gpu_pretok && n <= kSmallMaxBytes;
+  const bool fused =
+      algorithm == Algorithm::kPerWord && gpu_pretok && !small && n <= fused_max && coop_blocks > 0;
+
   // Stage input: text (+16 zero bytes), unit offsets, CPU pieces.
-  const size_t in_text = (size_t(n) + 16 + 15) & ~size_t(15);
   const size_t in_bytes = in_text + (n_units + 1) * 4 + 4 + size_t(n_pieces_host) * 4;
   pin_in.ensure(in_bytes, counters.pinned_allocs);
   char* hin = pin_in.base();
@@ -359,11 +411,10 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   const auto t_staged = clk::now();
   std::memset(hin + n, 0, in_text - n);
   std::memcpy(hin + in_text, unit_off.data(), (n_units + 1) * 4);
-  GPUTOK_CUDA(
-      cudaMemcpyAsync(const_cast<uint8_t*>(c.text), hin, in_text, cudaMemcpyHostToDevice, stream));
-  GPUTOK_CUDA(cudaMemcpyAsync(const_cast<uint32_t*>(c.unit_off), hin + in_text, (n_units + 1) * 4,
+  GPUTOK_CUDA(cudaMemcpyAsync(const_cast<uint8_t*>(c.text), hin, in_text + (n_units + 1) * 4,
                               cudaMemcpyHostToDevice, stream));
-  GPUTOK_CUDA(cudaMemsetAsync(c.counters, 0, 16 * sizeof(uint32_t), stream));
+  if (!fused)  // the fused kernel zeroes its counters itself
+    GPUTOK_CUDA(cudaMemsetAsync(c.counters, 0, 16 * sizeof(uint32_t), stream));
   if (!gpu_pretok) {
     uint32_t* hp = reinterpret_cast<uint32_t*>(hin + in_text + (n_units + 1) * 4);
     hp[0] = n_pieces_host;
@@ -374,13 +425,15 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   }
 
   const size_t head = 64 + ((n_units * 4 + 63) & ~size_t(63));
-  const bool small = algorithm == Algorithm::kPerWord && gpu_pretok && n <= kSmallMaxBytes;
   pin_out.ensure(head + (small || n <= kDirectMaxBytes ? size_t(n) * 4 : 0),
                  counters.pinned_allocs);
   const bool direct = !small && n <= kDirectMaxBytes && pin_out.device_base() && direct_output;
   if (direct) c.ids_out = reinterpret_cast<int32_t*>(pin_out.device_base() + head);
+  // The fused kernel also writes the counts and unit ends there: no copies back at all.
+  const bool direct_head = direct && fused;
+  if (direct_head) c.host_head = reinterpret_cast<uint32_t*>(pin_out.device_base());
 
-  const bool graph = use_graph && !small;
+  const bool graph = use_graph && !small && !fused;
   // Inside a capture an event record is only a dependency unless marked external; the
   // per-stage profile events are left out of graphs.
   const bool prof = profile && !graph;
@@ -393,9 +446,12 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
     int launches = 0;
     const VocabView v = tables.vocab();
     const PieceCacheView cache = use_cache ? tables.cache() : PieceCacheView{};
-    // Small chunks: the whole per_word pipeline in one launch, and one sync for everything.
-    if (small) {
-      launches += launch_fused_small(c, tables.unicode(), v, cache, stream);
+    // Small and mid-size chunks: the whole per_word pipeline in one launch.
+    if (small || fused) {
+      launches +=
+          small ? launch_fused_small(c, tables.unicode(), v, cache, stream)
+                : launch_fused_cooperative(c, tables.unicode(), v, cache, per_word.warp_min_for(n),
+                                           per_word.multi_rank, coop_blocks, stream);
       if (prof) {
         GPUTOK_CUDA(cudaEventRecord(ev_pre, stream));
         GPUTOK_CUDA(cudaEventRecord(ev_mid, stream));
@@ -456,10 +512,12 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   // Output: counters and unit ends first (the token count sizes the ids copy). A small
   // chunk copies ids for the worst case (n tokens, <= 16 KB) in the same round trip; a direct
   // chunk's scatter kernel has already written them into pin_out.
-  GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.counters, 16 * sizeof(uint32_t),
-                              cudaMemcpyDeviceToHost, stream));
-  GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base() + 64, c.unit_ends, n_units * 4, cudaMemcpyDeviceToHost,
-                              stream));
+  if (!direct_head) {
+    GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.counters, 16 * sizeof(uint32_t),
+                                cudaMemcpyDeviceToHost, stream));
+    GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base() + 64, c.unit_ends, n_units * 4,
+                                cudaMemcpyDeviceToHost, stream));
+  }
   if (small)
     GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base() + head, c.ids_out, size_t(n) * 4,
                                 cudaMemcpyDeviceToHost, stream));
@@ -474,8 +532,8 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
     pin_out.ensure(size_t(total) * 4, counters.pinned_allocs);
     GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.ids_out, size_t(total) * 4,
                                 cudaMemcpyDeviceToHost, stream));
+    GPUTOK_CUDA(cudaStreamSynchronize(stream));
   }
-  GPUTOK_CUDA(cudaStreamSynchronize(stream));
   const auto t_synced = clk::now();
   float ms = 0.0f;
   GPUTOK_CUDA(cudaEventElapsedTime(&ms, ev0, ev1));
@@ -485,6 +543,18 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
                     reinterpret_cast<const int32_t*>(pin_out.base() + ids_at), total,
                     ids.data() + old);
   if (profile && !graph) {
+    std::string stages;  // the fused kernel's own split, from its timestamps
+    if (fused) {
+      uint64_t t[kCoopStamps];
+      GPUTOK_CUDA(cudaMemcpy(t, c.phase_ns, sizeof t, cudaMemcpyDeviceToHost));
+      static const char* names[kCoopStamps - 1] = {"zero",  "units", "flags", "starts", "pieces",
+                                                   "warps", "count", "ids",   "ends"};
+      stages = " [fused:";
+      for (int k = 1; k < kCoopStamps; ++k)
+        stages += " " + std::string(names[k - 1]) + " " +
+                  std::to_string(double(t[k] - t[k - 1]) / 1e3).substr(0, 5);
+      stages += " us]";
+    }
     float pre = 0, merge = 0, shortm = 0;
     GPUTOK_CUDA(cudaEventElapsedTime(&pre, ev0, ev_pre));
     GPUTOK_CUDA(cudaEventElapsedTime(&merge, ev_pre, ev_merge));
@@ -494,10 +564,11 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
     std::fprintf(stderr,
                  "[gputok gpu] %u bytes %zu units %u tokens: prep %.0f us, staging %.0f us, "
                  "h2d+kernels+d2h %.0f us (kernels %.0f us: pretok %.0f, merge %.0f [short %.0f], "
-                 "compact %.0f), copy-out %.0f us, algorithm %d\n",
+                 "compact %.0f)%s, copy-out %.0f us, algorithm %d\n",
                  n, n_units, total, us(t_prep - t_start), us(t_staged - t_prep),
                  us(t_synced - t_staged), ms * 1e3, pre * 1e3, merge * 1e3, shortm * 1e3,
-                 (ms - pre - merge) * 1e3, us(clk::now() - t_synced), int(algorithm));
+                 (ms - pre - merge) * 1e3, stages.c_str(), us(clk::now() - t_synced),
+                 int(algorithm));
   }
   for (size_t u = 0; u < n_units; ++u)
     if (units[u].last) ends.push_back(base + int64_t(unit_ends[u]));

@@ -38,6 +38,10 @@ struct ChunkDev {
   uint8_t* bytes_scratch = nullptr;  // n: per-element flags for long pieces
   int32_t* ids_out = nullptr;        // n: the compacted ids (aliases piece_starts)
   uint32_t* unit_ends = nullptr;     // n_units: tokens before each unit's end
+  uint32_t* block_sums = nullptr;    // 2 * kMaxCoopBlocks: per-block counts (fused_cooperative.cu)
+  uint64_t* phase_ns = nullptr;
+  uint32_t* host_head = nullptr;  // mapped pinned [0..16) counts, [16..) unit ends, or null      //
+                                  // kCoopStamps stage timestamps of the fused kernel, or null
   void* cub_temp = nullptr;
   size_t cub_bytes = 0;
 };
@@ -47,12 +51,16 @@ struct ChunkDev {
 // which BPE of t's bytes yields [t] (checked on the host with merge_piece_reference when
 // the table is built), so a hit returns what the merge loop would return, for ANY
 // vocabulary. It turns the common case (an English word is one token) into one probe.
+// A slot is 16 bytes, read with one load: [2s] the piece_hash of the token bytes (0: empty),
+// [2s + 1] the value: bytes << 32 | length << 24 | id, where bytes is the token itself
+// (little-endian) for tokens of up to 4 bytes and its offset in `blob` for longer ones. So a
+// hit on a short token costs one dependent load instead of three (key, value, bytes).
 struct PieceCacheView {
-  const uint64_t* keys;  // piece_hash of the token bytes; 0 = empty slot
-  const uint64_t* vals;  // blob offset << 32 | length << 24 | id
-  const uint8_t* blob;   // token bytes
+  const uint64_t* slots;  // 2 * (mask + 1) words
+  const uint8_t* blob;    // bytes of the tokens over 4 bytes
   uint32_t mask;
 };
+constexpr int kCacheInlineBytes = 4;
 
 __host__ __device__ __forceinline__ uint64_t piece_hash_step(uint64_t h, uint8_t b) {
   return (h ^ b) * 0x100000001b3ULL;
@@ -86,6 +94,11 @@ struct PerWordOptions {
   int warp_min_small = 8;  // GPUTOK_GPU_WARP_MIN_SMALL
   uint32_t small_bytes = uint32_t(1) << 20;
   int long_blocks_per_sm = 4;  // set from per_word_long_blocks_per_sm() by the encoder
+  // The warp threshold in force for a chunk of n bytes.
+  uint32_t warp_min_for(uint32_t n) const {
+    const int wm = n <= small_bytes ? warp_min_small : warp_min;
+    return uint32_t(wm < kWarpMinFloor ? kWarpMinFloor : wm > kShortPiece ? kShortPiece : wm);
+  }
 };
 // How many blocks of the long-piece kernel fit on one SM (its shared memory bounds it).
 int per_word_long_blocks_per_sm();
@@ -99,6 +112,19 @@ int launch_compact(const ChunkDev& c, cudaStream_t stream);
 constexpr uint32_t kSmallMaxBytes = 4096;
 int launch_fused_small(const ChunkDev& c, UnicodeTableView uni, VocabView v, PieceCacheView cache,
                        cudaStream_t stream);
+
+// per_word with GPU pretokenization for mid-size chunks (above kSmallMaxBytes, up to the
+// encoder's fused limit): everything in one cooperative launch of up to max_blocks
+// co-resident blocks that meet at grid barriers (fused_cooperative.cu).
+constexpr int kMaxCoopBlocks = 4096;
+// Timestamps of the fused cooperative kernel (profile only): start, then after each stage.
+constexpr int kCoopStamps = 10;
+// Blocks of the fused cooperative kernel that fit on the device at once (capped at
+// kMaxCoopBlocks); 0 when the device cannot launch cooperative kernels.
+int fused_cooperative_max_blocks(int n_sms);
+int launch_fused_cooperative(const ChunkDev& c, UnicodeTableView uni, VocabView v,
+                             PieceCacheView cache, uint32_t warp_min, bool multi, int max_blocks,
+                             cudaStream_t stream);
 
 // Shared by the merge kernels.
 __device__ __forceinline__ uint32_t lookup_rank(VocabView v, uint32_t a, uint32_t b) {

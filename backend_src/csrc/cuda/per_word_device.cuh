@@ -20,16 +20,18 @@ __device__ __forceinline__ int32_t cache_find(PieceCacheView c, const uint8_t* p
                                               uint64_t h) {
   uint32_t slot = uint32_t(h) & c.mask;
   for (;;) {
-    const uint64_t k = c.keys[slot];
-    if (k == 0) return -1;
-    if (k == h) {
-      const uint64_t val = c.vals[slot];
-      if (int((val >> 24) & 0xFF) == len) {
-        const uint8_t* t = c.blob + (val >> 32);
-        bool eq = true;
+    const ulonglong2 kv = __ldg(reinterpret_cast<const ulonglong2*>(c.slots) + slot);
+    if (kv.x == 0) return -1;
+    if (kv.x == h && int((kv.y >> 24) & 0xFF) == len) {
+      const uint32_t hi = uint32_t(kv.y >> 32);
+      bool eq = true;
+      if (len <= kCacheInlineBytes) {
+        for (int j = 0; j < len && eq; ++j) eq = uint8_t(hi >> (8 * j)) == p[j];
+      } else {
+        const uint8_t* t = c.blob + hi;
         for (int j = 0; j < len && eq; ++j) eq = t[j] == p[j];
-        if (eq) return int32_t(val & 0xFFFFFF);
       }
+      if (eq) return int32_t(kv.y & 0xFFFFFF);
     }
     slot = (slot + 1) & c.mask;
   }
@@ -44,7 +46,7 @@ __device__ __forceinline__ bool piece_as_token(VocabView v, PieceCacheView cache
     out[0] = v.byte_token[p[0]];
     return true;
   }
-  if (!cache.keys) return false;
+  if (!cache.slots) return false;
   uint64_t h = kPieceHashSeed;
   for (int j = 0; j < len; ++j) h = piece_hash_step(h, p[j]);
   const int32_t id = cache_find(cache, p, len, piece_hash_finish(h, uint32_t(len)));
@@ -148,11 +150,16 @@ __device__ __forceinline__ void merge_short_regs(VocabView v, const uint8_t* __r
     if (j < len) out[j] = j < m ? ids[j] : -1;
 }
 
-// Both steps for one piece in one thread (the fused small-input kernel).
+// Both steps for one piece in one thread (the fused small-input kernel): pieces of up to 16
+// bytes merge in registers, as in the miss kernel.
 __device__ __forceinline__ void merge_short(VocabView v, PieceCacheView cache,
                                             const uint8_t* __restrict__ p, int len,
                                             int32_t* __restrict__ out) {
-  if (!piece_as_token(v, cache, p, len, out)) merge_short_loop(v, p, len, out);
+  if (piece_as_token(v, cache, p, len, out)) return;
+  if (len <= 16)
+    merge_short_regs<16>(v, p, len, out);
+  else
+    merge_short_loop(v, p, len, out);
 }
 
 __device__ __forceinline__ int32_t merged_id(VocabView v, int32_t a, int32_t b) {

@@ -73,46 +73,52 @@ int main(int argc, char** argv) {
               vocab->pair_capacity());
 
   // 1. Device hash table == CPU hash table: every stored key, plus random misses.
+  // Both the CPU layout (sparser 0) and the re-spread device copy (sparser 1, 2) must answer
+  // every probe as the CPU table does.
   uint64_t allocs = 0;
-  cuda_detail::DeviceTables dt;
-  dt.build(*vocab, allocs);
-  std::vector<uint32_t> L, R;
-  for (size_t s = 0; s < vocab->pair_capacity(); ++s) {
-    const uint64_t k = vocab->pair_slots()[2 * s];
-    if (k == kEmptyKey) continue;
-    L.push_back(uint32_t(k >> 32));
-    R.push_back(uint32_t(k));
+  size_t bad = 0, misses = 0, n_hits = 0, n = 0;
+  for (int sparser = 0; sparser <= 2; ++sparser) {
+    cuda_detail::DeviceTables dt;
+    dt.build(*vocab, allocs, sparser);
+    std::vector<uint32_t> L, R;
+    for (size_t s = 0; s < vocab->pair_capacity(); ++s) {
+      const uint64_t k = vocab->pair_slots()[2 * s];
+      if (k == kEmptyKey) continue;
+      L.push_back(uint32_t(k >> 32));
+      R.push_back(uint32_t(k));
+    }
+    n_hits = L.size();
+    std::mt19937_64 rng(1);
+    for (int i = 0; i < 1000000; ++i) {
+      L.push_back(uint32_t(rng() % 50300));
+      R.push_back(uint32_t(rng() % 50300));
+    }
+    n = L.size();
+    uint32_t *dl, *dr;
+    uint64_t* dout;
+    GPUTOK_CUDA(cudaMalloc(&dl, n * 4));
+    GPUTOK_CUDA(cudaMalloc(&dr, n * 4));
+    GPUTOK_CUDA(cudaMalloc(&dout, n * 8));
+    GPUTOK_CUDA(cudaMemcpy(dl, L.data(), n * 4, cudaMemcpyHostToDevice));
+    GPUTOK_CUDA(cudaMemcpy(dr, R.data(), n * 4, cudaMemcpyHostToDevice));
+    probe_kernel<<<1024, 256>>>(dt.vocab().pairs, dl, dr, n, dout);
+    GPUTOK_LAUNCHED("probe_kernel");
+    std::vector<uint64_t> got(n);
+    GPUTOK_CUDA(cudaMemcpy(got.data(), dout, n * 8, cudaMemcpyDeviceToHost));
+    misses = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t want = pair_lookup(vocab->pair_view(), L[i], R[i]);
+      if (got[i] != want) ++bad;
+      if (i < n_hits && want == kEmptyKey) ++bad;  // every stored key must be found
+      if (want == kEmptyKey) ++misses;
+    }
+    std::printf(
+        "device table (sparser %d): %zu probes (%zu stored keys, %zu misses), %zu mismatches\n",
+        sparser, n, n_hits, misses, bad);
+    cudaFree(dl);
+    cudaFree(dr);
+    cudaFree(dout);
   }
-  const size_t n_hits = L.size();
-  std::mt19937_64 rng(1);
-  for (int i = 0; i < 1000000; ++i) {
-    L.push_back(uint32_t(rng() % 50300));
-    R.push_back(uint32_t(rng() % 50300));
-  }
-  const size_t n = L.size();
-  uint32_t *dl, *dr;
-  uint64_t* dout;
-  GPUTOK_CUDA(cudaMalloc(&dl, n * 4));
-  GPUTOK_CUDA(cudaMalloc(&dr, n * 4));
-  GPUTOK_CUDA(cudaMalloc(&dout, n * 8));
-  GPUTOK_CUDA(cudaMemcpy(dl, L.data(), n * 4, cudaMemcpyHostToDevice));
-  GPUTOK_CUDA(cudaMemcpy(dr, R.data(), n * 4, cudaMemcpyHostToDevice));
-  probe_kernel<<<1024, 256>>>(dt.vocab().pairs, dl, dr, n, dout);
-  GPUTOK_LAUNCHED("probe_kernel");
-  std::vector<uint64_t> got(n);
-  GPUTOK_CUDA(cudaMemcpy(got.data(), dout, n * 8, cudaMemcpyDeviceToHost));
-  size_t bad = 0, misses = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t want = pair_lookup(vocab->pair_view(), L[i], R[i]);
-    if (got[i] != want) ++bad;
-    if (i < n_hits && want == kEmptyKey) ++bad;  // every stored key must be found
-    if (want == kEmptyKey) ++misses;
-  }
-  std::printf("device table: %zu probes (%zu stored keys, %zu misses), %zu mismatches\n", n, n_hits,
-              misses, bad);
-  cudaFree(dl);
-  cudaFree(dr);
-  cudaFree(dout);
 
   // 2. A small GPU == CPU encode per algorithm (for compute-sanitizer).
   std::vector<std::string> texts = {"hello world",
@@ -132,9 +138,15 @@ int main(int argc, char** argv) {
     texts.push_back(para);
   }
   int failures = bad ? 1 : 0;
-  // Run twice: the texts as they are (one chunk under 16 KB: per_word's fused one-block
-  // path) and repeated 10x (the multi-kernel path).
-  for (int rep : {1, 10}) {
+  // Three runs: the texts as they are (one chunk under 4 KB: per_word's fused one-block
+  // path), repeated 10x (~20 KB: the fused cooperative path), and repeated 10x with the fused
+  // path off (GPUTOK_GPU_FUSED_MAX=0: the multi-kernel pipeline).
+  for (int run = 0; run < 3; ++run) {
+    const int rep = run == 0 ? 1 : 10;
+    if (run == 2)
+      setenv("GPUTOK_GPU_FUSED_MAX", "0", 1);
+    else
+      unsetenv("GPUTOK_GPU_FUSED_MAX");
     std::vector<std::string_view> segs;
     for (int r = 0; r < rep; ++r) segs.insert(segs.end(), texts.begin(), texts.end());
     size_t bytes = 0;
@@ -162,8 +174,9 @@ int main(int argc, char** argv) {
         const bool ok =
             std::equal(ids.begin(), ids.end(), want.begin(), want.end()) && ends == want_ends;
         std::printf(
-            "encode %zu bytes, algorithm %d, gpu_pretokenize %d: %zu ids, %.3f ms kernels: %s\n",
-            bytes, int(a), int(gpu_pretok), ids.size(), ms, ok ? "ok" : "MISMATCH");
+            "run %d: encode %zu bytes, algorithm %d, gpu_pretokenize %d: %zu ids, %.3f ms kernels: "
+            "%s\n",
+            run, bytes, int(a), int(gpu_pretok), ids.size(), ms, ok ? "ok" : "MISMATCH");
         if (!ok) failures++;
       }
     }
