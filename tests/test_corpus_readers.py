@@ -295,3 +295,46 @@ def test_regression_parquet_decoding_gets_the_workers_cores():
     before, after, cores = map(int, out)
     assert before == 1
     assert after == cores
+
+
+@pytest.mark.parametrize("lengths", [[], [0], [0, 0, 3], [5, 0, 1, 700, 0], [600] * 5])
+@pytest.mark.parametrize("eot", [EOT, None])
+def test_native_pack_equals_numpy(lengths, eot):
+    """The writer's packer (csrc/pack.cpp, GIL released) against the numpy one, including
+    offsets that do not start at 0 (a batch's ids are relative to its first offset)."""
+    rng = np.random.default_rng(1)
+    for first in (0, 17):
+        offsets = (first + np.concatenate([[0], np.cumsum(lengths)])).astype(np.int64)
+        ids = rng.integers(0, 65536, int(offsets[-1] - offsets[0])).astype(np.int32)
+        out, ends, bad = C._pack_checked(ids, offsets, eot)
+        assert bad is None and out.dtype == np.dtype("<u2")
+        want_out, want_ends = C._pack(ids, offsets, eot)
+        assert out.tolist() == want_out.tolist() and ends.tolist() == want_ends.tolist()
+        # The numpy fallback (int64 ids) gives the same.
+        out2, ends2, bad2 = C._pack_checked(ids.astype(np.int64), offsets, eot)
+        assert bad2 is None and out2.tolist() == want_out.tolist()
+        assert ends2.tolist() == want_ends.tolist()
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_pack_names_the_first_id_outside_uint16(dtype):
+    offsets = np.array([0, 2, 4], dtype=np.int64)
+    for ids, first_bad in (
+        ([1, 2, 65536, -1], 65536),
+        ([1, -3, 70000, 4], -3),
+        ([0, 65535, 1, 2], None),
+    ):
+        _, _, bad = C._pack_checked(np.array(ids, dtype=dtype), offsets, EOT)
+        assert bad == first_bad
+
+
+def test_native_pack_refuses_bad_arguments():
+    from gputok import _core
+
+    ids = np.arange(4, dtype=np.int32)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        _core.pack_uint16(ids, np.array([0, 3, 2], dtype=np.int64), EOT)
+    with pytest.raises(ValueError, match="past the end"):
+        _core.pack_uint16(ids, np.array([0, 5], dtype=np.int64), EOT)
+    with pytest.raises(ValueError, match="65536"):
+        _core.pack_uint16(ids, np.array([0, 4], dtype=np.int64), 70000)

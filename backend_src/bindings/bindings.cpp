@@ -11,6 +11,7 @@
 #include "../csrc/encoder.h"
 #include "../csrc/gpu_encoder.h"
 #include "../csrc/merge.h"
+#include "../csrc/pack.h"
 #include "../csrc/pretokenize.h"
 #include "../csrc/vocab.h"
 
@@ -373,6 +374,29 @@ PYBIND11_MODULE(_core, m) {
     std::string s = b;
     return py::bytes(utf8_replace_invalid(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
   });
+  m.def(
+      "pack_uint16",
+      [](const py::array_t<int32_t, py::array::c_style>& ids,
+         const py::array_t<int64_t, py::array::c_style>& offsets, int32_t sep) {
+        if (offsets.ndim() != 1 || offsets.shape(0) < 1)
+          throw py::value_error("offsets must have shape (n + 1,)");
+        if (sep > 0xFFFF) throw py::value_error("sep must be below 65536 (or negative: none)");
+        const size_t n_docs = size_t(offsets.shape(0) - 1);
+        const int64_t* off = offsets.data();
+        const int64_t n_ids = off[n_docs] - off[0];
+        for (size_t d = 0; d < n_docs; ++d)
+          if (off[d + 1] < off[d]) throw py::value_error("offsets must be non-decreasing");
+        if (n_ids > int64_t(ids.size())) throw py::value_error("offsets reach past the end of ids");
+        py::array_t<uint16_t> out(size_t(n_ids) + (sep >= 0 ? n_docs : 0));
+        py::array_t<int64_t> ends(n_docs);
+        int64_t bad;
+        {
+          py::gil_scoped_release release;
+          bad = pack_uint16(ids.data(), off, n_docs, sep, out.mutable_data(), ends.mutable_data());
+        }
+        return py::make_tuple(out, ends, bad);
+      },
+      py::arg("ids"), py::arg("offsets"), py::arg("sep"));
   m.def("utf8_first_invalid", [](const py::bytes& b) {
     std::string s = b;
     return utf8_first_invalid(reinterpret_cast<const uint8_t*>(s.data()), s.size());

@@ -33,10 +33,11 @@ encode in 1 MB batches 30 ms (hence GPU_MIN_BATCH_BYTES), pack 10, sha256 11, wr
 13 ms. On the 2-core dev VM, 2 shards at once lifted the pipeline alone 0.158 -> 0.245 GB/s
 (no gain past 2 there) and gigatoken's stream 0.068 -> 0.115, which is why bench_corpus.py
 gives gigatoken the same shard concurrency. CPU workers keep one shard each: a local CPU
-cluster already runs min(cores, 8) workers. On 2 x H200 (05:43 UTC, 681 MB in 32 shards, 4-8
-at once per worker, stage_seconds): one GPU 0.43-0.47 GB/s, two 0.57-0.59 (0.93 without
-fsync), gigatoken 0.47-0.49; the writers (pack, sha256, write) and the fsyncs to one disk are
-the bound, the GPU encodes ~1 s of the shards' ~8-12 s (docs/benchmarks.md).
+cluster already runs min(cores, 8) workers. On 2 x H200 (06:00 UTC, 681 MB in 32 shards, 4-8
+at once per worker, stage_seconds): one GPU 0.58-0.63 GB/s, two 0.70-0.75 (1.49 without
+fsync), gigatoken 0.51-0.70. Packing in native code with the GIL released (_pack_checked)
+took the writer waits from 5-6 s to 0.3 s (summed over shards); fsync to one disk and reading
+are the bound now, the GPU encodes ~1-3 s of the shards' time (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -905,19 +906,55 @@ def _encode_batch(tok, batch: Batch, spec: dict):
 
 # Documents of at least this many tokens on average are packed one slice copy each; shorter
 # ones by one boolean scatter (numpy's is ~2 ns per id; a slice copy ~1 us per document).
+# Only where the native packer does not apply (ids not int32, offsets not int64).
 _PACK_LOOP_MIN_TOKENS = 512
 
 
+def _native_pack():
+    """gputok's native packer (csrc/pack.cpp), or None (a build without it)."""
+    try:
+        from gputok import _core
+    except ImportError:  # pragma: no cover - the package always has its extension
+        return None
+    return getattr(_core, "pack_uint16", None)
+
+
+def _pack_checked(
+    ids: np.ndarray, offsets: np.ndarray, eot: int | None
+) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """(uint16 tokens with ``eot`` after every document, each document's end in them, the
+    first id outside uint16 or None). The native packer runs with the GIL released: the numpy
+    way (a range check, then a boolean-mask scatter) held it, so the writer threads of a
+    worker running several shards took turns."""
+    native = _native_pack()
+    if (
+        native is not None
+        and ids.dtype == np.int32
+        and offsets.dtype == np.int64
+        and ids.flags.c_contiguous
+        and offsets.flags.c_contiguous
+    ):
+        out, ends, bad = native(ids, offsets, -1 if eot is None else int(eot))
+        return out, ends, (None if bad < 0 else int(ids[bad]))
+    if ids.size:
+        outside = (ids < 0) | (ids > MAX_ID)
+        if outside.any():
+            return np.empty(0, "<u2"), np.empty(0, np.int64), int(ids[np.argmax(outside)])
+    out, ends = _pack(ids, offsets, eot)
+    return out, ends, None
+
+
 def _pack(ids: np.ndarray, offsets: np.ndarray, eot: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """(uint16 tokens with ``eot`` after every document, each document's end in them)."""
+    """(uint16 tokens with ``eot`` after every document, each document's end in them), in
+    numpy; ids must already fit uint16."""
     n = len(offsets) - 1
     if eot is None:
-        return ids.astype("<u2"), offsets[1:]
+        return ids.astype("<u2"), offsets[1:] - offsets[0]
     # Each document gets one more slot, at its end, for <|endoftext|>.
-    ends = offsets[1:] + np.arange(1, n + 1, dtype=np.int64)
+    ends = offsets[1:] - offsets[0] + np.arange(1, n + 1, dtype=np.int64)
     out = np.empty(ids.size + n, dtype="<u2")
     if n and ids.size >= _PACK_LOOP_MIN_TOKENS * n:
-        src = offsets.tolist()
+        src = (offsets - offsets[0]).tolist()
         dst = 0
         for a, b in zip(src[:-1], src[1:], strict=True):
             out[dst : dst + b - a] = ids[a:b]
@@ -933,16 +970,9 @@ def _pack(ids: np.ndarray, offsets: np.ndarray, eot: int | None) -> tuple[np.nda
 def _emit(ids, offsets, eot, base: int, bin_f: _HashedFile, idx_f: _HashedFile, path: str):
     """Pack one batch as uint16 (+ <|endoftext|> after each document) and write it, with its
     offsets shifted by ``base``, the shard's tokens so far. Runs on the writer thread."""
-    # One pass checks both ends: a negative int32 is a huge uint32.
-    if ids.size:
-        if ids.dtype == np.int32:
-            bad = int(ids.view(np.uint32).max()) > MAX_ID
-        else:
-            bad = int(ids.min()) < 0 or int(ids.max()) > MAX_ID
-        if bad:
-            worst = int(ids.max()) if int(ids.max()) > MAX_ID else int(ids.min())
-            raise CorpusError(f"{path}: token id {worst} does not fit uint16")
-    out, ends = _pack(ids, offsets, eot)
+    out, ends, bad = _pack_checked(ids, np.asarray(offsets), eot)
+    if bad is not None:
+        raise CorpusError(f"{path}: token id {bad} does not fit uint16")
     bin_f.write(out)
     idx_f.write((ends + base).astype("<i8"))
 
