@@ -347,6 +347,22 @@ def test_fused_cooperative_path_matches_tiktoken(corpus, tt):
     assert multi.gpu_counters()["launches"] - before > 1
 
 
+def test_concurrent_calls_share_one_gpu_tokenizer(corpus, tt):
+    """Threads calling one GPU tokenizer at once (as a corpus worker's shards do): the encoder
+    serializes its device work itself, and every thread gets its own ids, whichever path
+    (one block, cooperative, multi-kernel) its input takes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = gputok.gpt2(device="cuda")
+    joined = "".join(corpus[:2000])
+    texts = [joined[:n] for n in (300, 5_000, 40_000, 200_000, 1_500_000)] * 4
+    want = tt.encode_ordinary_batch(texts, num_threads=8)
+    assert all(want)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(g.encode_ordinary, texts))
+    assert_same(texts, got, want, "concurrent")
+
+
 def test_whitespace_runs_where_tiktoken_fails(gpus, cpu):
     """tiktoken panics on ~1M spaces then a letter (REFERENCE.md); HF is the reference."""
     from references import hf_gpt2
