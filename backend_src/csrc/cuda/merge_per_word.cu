@@ -59,6 +59,8 @@
 // it L2-bound at 59%); long-piece grid from occupancy (4 -> 12 blocks/SM: 23% -> 61% achieved).
 // 05:39 UTC: merge 2.88 of 4.05 ms kernels (hits + misses 2.0, warp pieces 0.9) with the
 // device pair table at 4x the CPU's slots and one-load slots (device_tables.cuh, types.h).
+// Tried at 06:08 UTC and not kept: misses of <= 8 bytes in their own kernel with 8 registers
+// each (32 registers instead of the miss kernel's 90): 4.030 vs 4.052 ms, within noise.
 #include <cooperative_groups.h>
 
 #include <algorithm>
