@@ -3,7 +3,7 @@
 // the stages separated by grid-wide barriers (cooperative_groups grid.sync) instead of kernel
 // boundaries.
 //
-// Why: between the fused one-block kernel (small.cu, <= 4 KB) and ~1 MB, the multi-kernel
+// Why: between the fused one-block kernel (small.cu, <= 4 KB) and ~128 KB, the multi-kernel
 // pipeline is latency-bound. A 16K-token sequence (45 KB) took 0.110 ms of kernels for a few
 // microseconds of work: ~12 launches (CUB's select and scan are two each) with their gaps,
 // and the warp pieces queued behind the one-thread pieces. One block (small.cu) is too
@@ -11,7 +11,7 @@
 // microseconds per barrier instead of a launch each.
 //
 // Stages, each a loop over the block's contiguous byte range [lo, hi) or grid-strided:
-//   0  zero unit_start                                      | sync
+//   0  zero unit_start and the counters                     | sync
 //   1  mark unit starts                                     | sync
 //   2a piece flags of the range, counted per block          | sync
 //   2b piece starts compacted: block prefix + BlockScan     | sync
