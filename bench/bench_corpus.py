@@ -245,7 +245,7 @@ def run_in_process(
         with ThreadPoolExecutor(max(1, shards_at_once)) as pool:
             results = list(pool.map(C.tokenize_shard, specs))
         entries = [r["entry"] for r in results]
-        stage_seconds = {st: sum(r["stages"][st] for r in results) for st in C.STAGES}
+        stage_seconds = C.sum_stages(results)
         man = C.build_manifest(C._settings(common), base, fmt, entries, complete=True)
         C.atomic_write_bytes(str(out / C.MANIFEST), C._json_bytes(man))
         times.append(time.perf_counter() - t0)

@@ -98,22 +98,32 @@ def test_arrow_slices_keep_their_offset():
     assert got == arr.to_pylist() and offsets[0] != 0
 
 
+def _plain_pack(ids, offsets, eot):
+    """The shard format by a plain loop: each document's ids, then eot; and the ends."""
+    out, ends = [], []
+    for a, b in zip(offsets[:-1], offsets[1:], strict=True):
+        out += [int(t) for t in ids[a - offsets[0] : b - offsets[0]]]
+        if eot is not None:
+            out.append(eot)
+        ends.append(len(out))
+    return out, ends
+
+
 @pytest.mark.parametrize("lengths", [[], [0], [0, 0, 3], [5, 0, 1, 700, 0], [600] * 5])
-def test_pack_matches_a_plain_loop(lengths):
-    rng = np.random.default_rng(0)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    ids = rng.integers(0, 50000, int(offsets[-1])).astype(np.int32)
-    want = [t for a, b in zip(offsets[:-1], offsets[1:], strict=True) for t in [*ids[a:b], EOT]]
-    for loop_min in (0, 10**9):  # both packing strategies
-        C._PACK_LOOP_MIN_TOKENS, saved = loop_min, C._PACK_LOOP_MIN_TOKENS
-        try:
-            out, ends = C._pack(ids, offsets, EOT)
-        finally:
-            C._PACK_LOOP_MIN_TOKENS = saved
-        assert out.dtype == np.dtype("<u2") and out.tolist() == want
-        assert ends.tolist() == (offsets[1:] + np.arange(1, len(lengths) + 1)).tolist()
-    out, ends = C._pack(ids, offsets, None)
-    assert out.tolist() == ids.tolist() and ends.tolist() == offsets[1:].tolist()
+@pytest.mark.parametrize("eot", [EOT, None])
+def test_pack_matches_a_plain_loop(lengths, eot):
+    """The writer's packer (csrc/pack.cpp, GIL released) against a plain loop, with offsets
+    that start at 0 and not (a batch's ids are relative to its first offset), for int32 ids
+    and for wider ones (narrowed after the range check)."""
+    rng = np.random.default_rng(1)
+    for first in (0, 17):
+        offsets = (first + np.concatenate([[0], np.cumsum(lengths)])).astype(np.int64)
+        ids = rng.integers(0, 65536, int(offsets[-1] - offsets[0])).astype(np.int32)
+        want_out, want_ends = _plain_pack(ids, offsets, eot)
+        for dtype in (np.int32, np.int64):
+            out, ends, bad = C._pack(ids.astype(dtype), offsets, eot)
+            assert bad is None and out.dtype == np.dtype("<u2")
+            assert out.tolist() == want_out and ends.tolist() == want_ends
 
 
 class ListOnly:
@@ -297,25 +307,6 @@ def test_regression_parquet_decoding_gets_the_workers_cores():
     assert after == cores
 
 
-@pytest.mark.parametrize("lengths", [[], [0], [0, 0, 3], [5, 0, 1, 700, 0], [600] * 5])
-@pytest.mark.parametrize("eot", [EOT, None])
-def test_native_pack_equals_numpy(lengths, eot):
-    """The writer's packer (csrc/pack.cpp, GIL released) against the numpy one, including
-    offsets that do not start at 0 (a batch's ids are relative to its first offset)."""
-    rng = np.random.default_rng(1)
-    for first in (0, 17):
-        offsets = (first + np.concatenate([[0], np.cumsum(lengths)])).astype(np.int64)
-        ids = rng.integers(0, 65536, int(offsets[-1] - offsets[0])).astype(np.int32)
-        out, ends, bad = C._pack_checked(ids, offsets, eot)
-        assert bad is None and out.dtype == np.dtype("<u2")
-        want_out, want_ends = C._pack(ids, offsets, eot)
-        assert out.tolist() == want_out.tolist() and ends.tolist() == want_ends.tolist()
-        # The numpy fallback (int64 ids) gives the same.
-        out2, ends2, bad2 = C._pack_checked(ids.astype(np.int64), offsets, eot)
-        assert bad2 is None and out2.tolist() == want_out.tolist()
-        assert ends2.tolist() == want_ends.tolist()
-
-
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_pack_names_the_first_id_outside_uint16(dtype):
     offsets = np.array([0, 2, 4], dtype=np.int64)
@@ -324,7 +315,7 @@ def test_pack_names_the_first_id_outside_uint16(dtype):
         ([1, -3, 70000, 4], -3),
         ([0, 65535, 1, 2], None),
     ):
-        _, _, bad = C._pack_checked(np.array(ids, dtype=dtype), offsets, EOT)
+        _, _, bad = C._pack(np.array(ids, dtype=dtype), offsets, EOT)
         assert bad == first_bad
 
 

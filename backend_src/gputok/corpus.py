@@ -35,7 +35,7 @@ encode in 1 MB batches 30 ms (hence GPU_MIN_BATCH_BYTES), pack 10, sha256 11, wr
 gives gigatoken the same shard concurrency. CPU workers keep one shard each: a local CPU
 cluster already runs min(cores, 8) workers. On 2 x H200 (06:00 UTC, 681 MB in 32 shards, 4-8
 at once per worker, stage_seconds): one GPU 0.58-0.63 GB/s, two 0.70-0.75 (1.49 without
-fsync), gigatoken 0.51-0.70. Packing in native code with the GIL released (_pack_checked)
+fsync), gigatoken 0.51-0.70. Packing in native code with the GIL released (_pack)
 took the writer waits from 5-6 s to 0.3 s (summed over shards); fsync to one disk and reading
 are the bound now, the GPU encodes ~1-3 s of the shards' time (docs/benchmarks.md).
 """
@@ -724,6 +724,12 @@ def _tokenizer(device: str, device_id: int):
         return tok
 
 
+def sum_stages(results) -> dict:
+    """Per stage (STAGES), the seconds that ``tokenize_shard`` results spent in it, summed
+    (results of verified shards have none)."""
+    return {st: sum(r.get("stages", {}).get(st, 0.0) for r in results) for st in STAGES}
+
+
 _IO_READY = False
 
 
@@ -904,73 +910,30 @@ def _encode_batch(tok, batch: Batch, spec: dict):
     raise AssertionError("unreachable: the second attempt has only valid UTF-8")
 
 
-# Documents of at least this many tokens on average are packed one slice copy each; shorter
-# ones by one boolean scatter (numpy's is ~2 ns per id; a slice copy ~1 us per document).
-# Only where the native packer does not apply (ids not int32, offsets not int64).
-_PACK_LOOP_MIN_TOKENS = 512
-
-
-def _native_pack():
-    """gputok's native packer (csrc/pack.cpp), or None (a build without it)."""
-    try:
-        from gputok import _core
-    except ImportError:  # pragma: no cover - the package always has its extension
-        return None
-    return getattr(_core, "pack_uint16", None)
-
-
-def _pack_checked(
+def _pack(
     ids: np.ndarray, offsets: np.ndarray, eot: int | None
 ) -> tuple[np.ndarray, np.ndarray, int | None]:
     """(uint16 tokens with ``eot`` after every document, each document's end in them, the
-    first id outside uint16 or None). The native packer runs with the GIL released: the numpy
-    way (a range check, then a boolean-mask scatter) held it, so the writer threads of a
-    worker running several shards took turns."""
-    native = _native_pack()
-    if (
-        native is not None
-        and ids.dtype == np.int32
-        and offsets.dtype == np.int64
-        and ids.flags.c_contiguous
-        and offsets.flags.c_contiguous
-    ):
-        out, ends, bad = native(ids, offsets, -1 if eot is None else int(eot))
-        return out, ends, (None if bad < 0 else int(ids[bad]))
-    if ids.size:
+    first id outside uint16 or None). Documents are ``ids[offsets[i] - offsets[0] :
+    offsets[i + 1] - offsets[0]]``. Packed by gputok's native packer (csrc/pack.cpp) with the
+    GIL released: the numpy way (a range check, then a boolean-mask scatter) held it, so the
+    writer threads of a worker running several shards took turns."""
+    from gputok import _core
+
+    if ids.dtype != np.int32:  # check before narrowing, which would wrap
         outside = (ids < 0) | (ids > MAX_ID)
-        if outside.any():
+        if ids.size and outside.any():
             return np.empty(0, "<u2"), np.empty(0, np.int64), int(ids[np.argmax(outside)])
-    out, ends = _pack(ids, offsets, eot)
-    return out, ends, None
-
-
-def _pack(ids: np.ndarray, offsets: np.ndarray, eot: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """(uint16 tokens with ``eot`` after every document, each document's end in them), in
-    numpy; ids must already fit uint16."""
-    n = len(offsets) - 1
-    if eot is None:
-        return ids.astype("<u2"), offsets[1:] - offsets[0]
-    # Each document gets one more slot, at its end, for <|endoftext|>.
-    ends = offsets[1:] - offsets[0] + np.arange(1, n + 1, dtype=np.int64)
-    out = np.empty(ids.size + n, dtype="<u2")
-    if n and ids.size >= _PACK_LOOP_MIN_TOKENS * n:
-        src = (offsets - offsets[0]).tolist()
-        dst = 0
-        for a, b in zip(src[:-1], src[1:], strict=True):
-            out[dst : dst + b - a] = ids[a:b]
-            dst += b - a + 1
-    else:
-        mask = np.ones(out.size, dtype=bool)
-        mask[ends - 1] = False
-        out[mask] = ids
-    out[ends - 1] = eot
-    return out, ends
+    ids32 = np.ascontiguousarray(ids, dtype=np.int32)
+    offs = np.ascontiguousarray(offsets, dtype=np.int64)
+    out, ends, bad = _core.pack_uint16(ids32, offs, -1 if eot is None else int(eot))
+    return out, ends, (None if bad < 0 else int(ids32[bad]))
 
 
 def _emit(ids, offsets, eot, base: int, bin_f: _HashedFile, idx_f: _HashedFile, path: str):
     """Pack one batch as uint16 (+ <|endoftext|> after each document) and write it, with its
     offsets shifted by ``base``, the shard's tokens so far. Runs on the writer thread."""
-    out, ends, bad = _pack_checked(ids, np.asarray(offsets), eot)
+    out, ends, bad = _pack(ids, offsets, eot)
     if bad is not None:
         raise CorpusError(f"{path}: token id {bad} does not fit uint16")
     bin_f.write(out)
@@ -1471,9 +1434,7 @@ def tokenize_corpus(
         verified=[n for n in names if results.get(n, {}).get("status") == "verified"],
         seconds=time.perf_counter() - t_start,
         devices=sorted({r["device"] for r in results.values() if r.get("device")}),
-        stage_seconds={
-            st: sum(r.get("stages", {}).get(st, 0.0) for r in results.values()) for st in STAGES
-        },
+        stage_seconds=sum_stages(results.values()),
     )
     if failures:
         raise CorpusError(
