@@ -178,8 +178,16 @@ def test_releases_the_gil(tok, corpus):
     between its ticks is far shorter than the call (holding the GIL, it would span it)."""
     import time
 
-    docs = [d.encode() for d in corpus[:100]] * 2
-    data, offsets = _pack(docs)
+    # Long enough to tell on any machine: double the input until one call takes >= 0.2 s (a
+    # fixed input took 0.047 s on a fast CI run, under the 0.05 s the check needs).
+    docs = [d.encode() for d in corpus[:100]]
+    while True:
+        data, offsets = _pack(docs)
+        t = time.perf_counter()
+        tok.encode_buffer_flat(data, offsets, num_threads=1, disallowed_special=())
+        if time.perf_counter() - t >= 0.2 or len(docs) >= 100 * 2**8:
+            break
+        docs = docs * 2
     stamps, done = [], threading.Event()
 
     def tick():
