@@ -9,7 +9,8 @@ hits and the merge loop in one kernel); GPUTOK_GPU_WARP_MIN (misses longer than 
 warp); GPUTOK_GPU_NO_DIRECT=1 (ids copied back after a sync instead of written to mapped
 pinned memory by the kernel); GPUTOK_GPU_SINGLE_RANK=1 (long pieces without the
 multi-rank pass); GPUTOK_GPU_FUSED_MAX (chunks up to this many bytes run as one cooperative
-launch; 0: never); gpu_pretokenize=False (pieces found on the CPU); one sequence. Each prints
+launch; 0: never); GPUTOK_GPU_MEMO_SLOTS (slots of the per-call miss memo; 0: none);
+gpu_pretokenize=False (pieces found on the CPU); one sequence. Each prints
 the median of 5 timed calls after 2 warm-ups (58 for calls under 1 MB), and the per-stage
 profile (GPUTOK_GPU_PROFILE=1) of the last call. --only REGEX runs a subset.
 """
@@ -92,6 +93,9 @@ def main() -> None:
         ("default", {}, []),
         ("no whole-piece cache", {"GPUTOK_GPU_NO_CACHE": "1"}, []),
         ("one short-piece kernel (no miss list)", {"GPUTOK_GPU_NO_SPLIT": "1"}, []),
+        ("no miss memo", {"GPUTOK_GPU_MEMO_SLOTS": "0"}, []),
+        ("miss memo of 64K slots", {"GPUTOK_GPU_MEMO_SLOTS": "65536"}, []),
+        ("miss memo of 4M slots", {"GPUTOK_GPU_MEMO_SLOTS": "4194304"}, []),
         ("single-rank passes only", {"GPUTOK_GPU_SINGLE_RANK": "1"}, []),
         ("warp_min 32 (only pieces over 32 bytes to a warp)", {"GPUTOK_GPU_WARP_MIN": "32"}, []),
         ("warp_min 12", {"GPUTOK_GPU_WARP_MIN": "12"}, []),

@@ -347,6 +347,67 @@ def test_fused_cooperative_path_matches_tiktoken(corpus, tt):
     assert multi.gpu_counters()["launches"] - before > 1
 
 
+def _repeated_misses(seed: int = 7) -> list[str]:
+    """Over 128 KB (the multi-kernel path) of words that need the merge loop, each many
+    times, beside same-length variants that differ in one byte (same memo slot length, other
+    bytes), pieces for a warp (CJK runs) and pieces too long for the memo."""
+    rng = random.Random(seed)
+    words = [" tokenizer", " tokenizes", " tokenizxr", "ationally", " Hyperparam", "ébauches"]
+    words += ["".join(rng.choice("qzxjkvw") for _ in range(rng.randint(2, 16))) for _ in range(300)]
+    words += [" " + "".join(rng.choice("abcdefgh") for _ in range(20)) for _ in range(20)]
+    words += [
+        "".join(rng.choice("中文字符词") for _ in range(rng.randint(10, 40))) for _ in range(10)
+    ]
+    words += ["z" * 300, "zy" * 150, "7" * 90]  # over kMemoMaxLong; repeated digits
+    docs = []
+    for _ in range(60):
+        docs.append(" ".join(rng.choice(words) for _ in range(rng.randint(200, 600))))
+    return docs
+
+
+def test_miss_memo_matches_tiktoken(tt):
+    """The multi-kernel path merges each distinct miss once per call and copies its ids to
+    the equal pieces (merge_per_word.cu, memo_owner). Ids must not depend on the memo: the
+    default size, one slot (every piece collides; most merge by themselves after probing)
+    and no memo all give tiktoken's ids, and the default really runs the two follower
+    kernels (short and long pieces)."""
+    texts = _repeated_misses()
+    assert sum(len(t.encode()) for t in texts) > 200_000
+    want = tt.encode_ordinary_batch(texts, num_threads=8)
+    assert all(want)
+    launches = {}
+    for label, env in (
+        ("default", {}),
+        ("one slot", {"GPUTOK_GPU_MEMO_SLOTS": "1"}),
+        ("no memo", {"GPUTOK_GPU_MEMO_SLOTS": "0"}),
+    ):
+        g = _gpu_with_env(**env)
+        assert_same(texts, g.encode_ordinary_batch(texts), want, f"memo {label}")
+        joined = "\n".join(texts)
+        assert g.encode_ordinary(joined) == tt.encode_ordinary(joined), f"memo {label}, one string"
+        before = g.gpu_counters()["launches"]
+        g.encode_ordinary_batch(texts)
+        launches[label] = g.gpu_counters()["launches"] - before
+    assert launches["default"] == launches["no memo"] + 2
+
+
+def test_regression_compaction_at_tile_edges(gpus, cpu, tt):
+    """The compaction works in tiles of 4096 bytes of `tok` (pretokenize.cu): units that end
+    exactly on a tile edge, empty units (also last), a chunk that is a whole number of
+    tiles, and one that is not, on every algorithm's multi-kernel path."""
+    rng = random.Random(11)
+    alphabet = "abc de\n'12,é中"
+    tile = ["".join(rng.choice(alphabet) for _ in range(4096))]
+    # ASCII-only docs of exactly 4096 bytes end units on tile edges
+    edge = ["".join(rng.choice("ab cd'1") for _ in range(4096)) for _ in range(40)]
+    batch = edge[:10] + [""] + edge[10:30] + ["", "x"] + edge[30:] + ["", ""]
+    whole = "".join(edge[:64])  # 40 * 4096 bytes: a whole number of tiles
+    ragged = whole + "tail"
+    for texts in (batch, [whole], [ragged], tile * 40):
+        assert sum(len(t.encode()) for t in texts) > 128 * 1024
+        check_all(texts, gpus, cpu, tt, label="tile edges")
+
+
 def test_concurrent_calls_share_one_gpu_tokenizer(corpus, tt):
     """Threads calling one GPU tokenizer at once (as a corpus worker's shards do): the encoder
     serializes its device work itself, and every thread gets its own ids, whichever path

@@ -10,7 +10,8 @@
 //
 // Performance notes (H200, 2026-11-22 05:39-05:41 UTC, bench/gpu_ablation.py and
 // bench/bench_gpu.py, 64 MB of the bench corpus, 9,797 docs, 28.1M tokens): kernels 4.05 ms
-// (15.8 GB/s; 4.67 with the CPU's 4 MiB pair table); staging ~2.2 ms; H2D + kernels + D2H
+// (15.8 GB/s; 4.67 with the CPU's 4 MiB pair table), 2.84 ms (22.5 GB/s) at 07:34 UTC with
+// the per-call miss memo and the tiled compaction; staging ~2.2 ms; H2D + kernels + D2H
 // ~7.5 ms; copy-out into the caller's fresh buffer 10-12 ms (page faults of 112 MB of new
 // memory, on 8 pool threads): 24-31 ms end to end. Small inputs: a 16K-token sequence (45 KB)
 // 0.087-0.096 ms end to end (kernels 0.061-0.068) on the fused cooperative path; 76 KB 0.115 ms
@@ -67,6 +68,18 @@ constexpr int kPairTableSparser = 2;
 // 0.165), 300 KB 0.201 vs 0.140, 1 MB 0.363 vs 0.233: above ~128 KB the multi-kernel
 // pipeline's full occupancy wins.
 constexpr uint32_t kFusedMaxBytes = uint32_t(128) << 10;
+
+// Slots of the per-call miss memo (merge_per_word.cu) for a chunk of n bytes: one per 64
+// bytes (the bench corpus has ~1 distinct miss per 150 bytes), a power of two, 8 KB-32 MB.
+// The memo is zeroed per call, so it is kept to what the chunk can fill.
+uint32_t memo_slots_for(uint32_t n, int64_t forced) {
+  uint64_t want = forced >= 0 ? uint64_t(forced) : std::clamp<uint64_t>(n / 64, 1024, 1u << 22);
+  if (want == 0) return 0;
+  want = std::min<uint64_t>(want, 1u << 30);
+  uint32_t slots = 1;
+  while (slots < want) slots <<= 1;
+  return slots;
+}
 
 struct Unit {
   size_t seg;
@@ -151,6 +164,7 @@ struct GpuEncoder::Impl {
   PerWordOptions per_word;    // ablation switches from the environment (kernels.cuh)
   bool direct_output = true;  // GPUTOK_GPU_NO_DIRECT=1: always copy ids back after a sync
   uint32_t fused_max = kFusedMaxBytes;  // GPUTOK_GPU_FUSED_MAX
+  int64_t memo_slots = -1;              // GPUTOK_GPU_MEMO_SLOTS (0: no memo); -1: memo_slots_for
   int coop_blocks = 0;                  // resident blocks of the fused kernel; 0: no fused path
   // GPUTOK_GPU_GRAPH=1 (experiment): the kernels of a multi-kernel chunk are captured into
   // a CUDA graph and launched as one; the executable graph is updated in place per call.
@@ -225,6 +239,8 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
     impl->per_word.warp_min = std::atoi(wm);
   if (const char* wm = std::getenv("GPUTOK_GPU_WARP_MIN_SMALL"); wm && *wm)
     impl->per_word.warp_min_small = std::atoi(wm);
+  if (const char* ms = std::getenv("GPUTOK_GPU_MEMO_SLOTS"); ms && *ms)
+    impl->memo_slots = std::max<int64_t>(0, std::atoll(ms));
   if (const char* fm = std::getenv("GPUTOK_GPU_FUSED_MAX"); fm && *fm)
     impl->fused_max = uint32_t(std::strtoul(fm, nullptr, 10));
   // One block per SM: grid barriers over 132 blocks cost less than over the ~4 per SM that
@@ -368,6 +384,12 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   const size_t in_text = (size_t(n) + 16 + 15) & ~size_t(15);
   const bool blockbpe = algorithm != Algorithm::kPerWord;  // needs 16 bytes/byte scratch
   const size_t cub_bytes = cub_temp_bytes(n);
+  const bool small = algorithm == Algorithm::kPerWord && gpu_pretok && n <= kSmallMaxBytes;
+  const bool fused =
+      algorithm == Algorithm::kPerWord && gpu_pretok && !small && n <= fused_max && coop_blocks > 0;
+  const uint32_t memo_n = algorithm == Algorithm::kPerWord && per_word.split && !small && !fused
+                              ? memo_slots_for(n, memo_slots)
+                              : 0;
   auto layout = [&](Carver& cv, ChunkDev& c) {
     c.text = cv.take<uint8_t>(in_text + (n_units + 1) * 4);
     c.unit_off = reinterpret_cast<const uint32_t*>(c.text + in_text);
@@ -382,6 +404,9 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
     c.scratch = blockbpe ? cv.take<int32_t>(size_t(n) * 4) : nullptr;
     c.unit_ends = cv.take<uint32_t>(n_units);
     c.block_sums = cv.take<uint32_t>(2 * size_t(kMaxCoopBlocks));
+    c.tile_sums = cv.take<uint32_t>(compact_tile_sums(n));
+    c.memo = memo_n ? cv.take<unsigned long long>(memo_n) : nullptr;
+    c.memo_mask = memo_n ? memo_n - 1 : 0;
     c.phase_ns = profile ? cv.take<uint64_t>(kCoopStamps) : nullptr;
     c.cub_temp = cv.take<char>(cub_bytes);
     c.cub_bytes = cub_bytes;
@@ -397,10 +422,6 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   }
   Carver cv(arena.base());
   layout(cv, c);
-
-  const bool small = algorithm == Algorithm::kPerWord && gpu_pretok && n <= kSmallMaxBytes;
-  const bool fused =
-      algorithm == Algorithm::kPerWord && gpu_pretok && !small && n <= fused_max && coop_blocks > 0;
 
   // Stage input: text (+16 zero bytes), unit offsets, CPU pieces.
   const size_t in_bytes = in_text + (n_units + 1) * 4 + 4 + size_t(n_pieces_host) * 4;

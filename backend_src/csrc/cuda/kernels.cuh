@@ -5,7 +5,8 @@
 //                    the flagged offsets into a piece list (cub::DeviceSelect)
 //   merge_*.cu       BPE inside each piece; every piece writes its ids at the front of its
 //                    own byte range of `tok` and -1 over the rest, so order is positional
-//   pretokenize.cu   compact: exclusive scan of (tok >= 0), scatter ids, per-unit ends
+//   pretokenize.cu   compact: ids per tile of `tok`, a scan over the tiles, then each tile
+//                    scatters its ids and the ends of the units that end in it
 // The piece list and `tok` are indexed by byte offset, so no stage needs to know how many
 // tokens another produced: that is what keeps the launches free of host round trips.
 #pragma once
@@ -29,8 +30,9 @@ struct ChunkDev {
   uint8_t* unit_start = nullptr;     // n + 1 flags: 1 where a unit starts, and at n
   uint8_t* piece_flag = nullptr;     // n flags: 1 where a GPT-2 piece starts
   uint32_t* piece_starts = nullptr;  // up to n + 1 offsets (selected piece starts)
-  uint32_t* counters = nullptr;      // [0] pieces, [1] long pieces, [2] total tokens, [3] misses
-  uint32_t* long_list = nullptr;     // piece indices handled cooperatively
+  // [0] pieces, [1] long pieces, [2] total tokens, [3] misses, [4] memo followers
+  uint32_t* counters = nullptr;
+  uint32_t* long_list = nullptr;  // piece indices handled cooperatively
   uint32_t long_cap = 0;
   int32_t* tok = nullptr;            // n: ids at the front of each piece's range, -1 elsewhere
   int32_t* aux = nullptr;            // n + 1: merge scratch, then the scan of token flags
@@ -39,9 +41,13 @@ struct ChunkDev {
   int32_t* ids_out = nullptr;        // n: the compacted ids (aliases piece_starts)
   uint32_t* unit_ends = nullptr;     // n_units: tokens before each unit's end
   uint32_t* block_sums = nullptr;    // 2 * kMaxCoopBlocks: per-block counts (fused_cooperative.cu)
-  uint64_t* phase_ns = nullptr;
-  uint32_t* host_head = nullptr;  // mapped pinned [0..16) counts, [16..) unit ends, or null      //
-                                  // kCoopStamps stage timestamps of the fused kernel, or null
+  uint32_t* tile_sums = nullptr;     // compact_tile_sums(n): ids per tile of tok, then their scan
+  // Per-call memo of the pieces sent to the merge loop (merge_per_word.cu): memo_mask + 1
+  // slots of (tag << 32 | piece), zeroed per call; null: every miss is merged by itself.
+  unsigned long long* memo = nullptr;
+  uint32_t memo_mask = 0;
+  uint64_t* phase_ns = nullptr;   // kCoopStamps stage timestamps of the fused kernel, or null
+  uint32_t* host_head = nullptr;  // mapped pinned [0..16) counts, [16..) unit ends, or null
   void* cub_temp = nullptr;
   size_t cub_bytes = 0;
 };
@@ -106,6 +112,8 @@ int launch_merge_per_word(const ChunkDev& c, VocabView v, PieceCacheView cache, 
                           const PerWordOptions& o, cudaStream_t stream, cudaEvent_t mid = nullptr);
 int launch_merge_blockbpe(const ChunkDev& c, VocabView v, bool optimized, int n_sms,
                           cudaStream_t stream);
+// uint32 entries of ChunkDev::tile_sums for a chunk of n bytes.
+size_t compact_tile_sums(uint32_t n);
 int launch_compact(const ChunkDev& c, cudaStream_t stream);
 // per_word with GPU pretokenization for chunks of at most kSmallMaxBytes: everything in one
 // launch of one block (small.cu).

@@ -2,6 +2,8 @@
 //
 //  * One thread per piece first asks the whole-piece cache (kernels.cuh) or takes a single
 //    byte: 73% of the bench corpus's pieces end there (per_word_short_kernel).
+//  * Pieces equal to an earlier one of the same call wait for its ids and copy them (the
+//    per-call memo, memo_owner; followers, per_word_follow_kernel).
 //  * The other pieces ("misses") of <= warp_min bytes go to a list and run tiktoken's own
 //    loop, one thread each, with the parts in registers (per_word_miss_kernel,
 //    merge_short_regs): find the lowest-rank adjacent pair, leftmost on ties, merge it,
@@ -61,6 +63,10 @@
 // device pair table at 4x the CPU's slots and one-load slots (device_tables.cuh, types.h).
 // Tried at 06:08 UTC and not kept: misses of <= 8 bytes in their own kernel with 8 registers
 // each (32 registers instead of the miss kernel's 90): 4.030 vs 4.052 ms, within noise.
+// 07:29-07:34 UTC, the per-call memo (memo_owner): kernels 3.72 -> 2.83 ms (22.6 GB/s) with
+// the tiled compaction (pretokenize.cu); cache hits + misses 2.03 -> 1.40 ms with misses
+// only, warp pieces 0.85 -> 0.60 with long pieces too. Memo size: 64K slots 3.18 ms, 1M
+// (default for 64 MB) 2.84, 4M 2.81.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -91,29 +97,114 @@ __device__ __forceinline__ void append_warp_aggregated(uint32_t* counter, uint32
   list[g.shfl(at, 0) + g.thread_rank()] = value;
 }
 
+// The per-call memo of misses. Natural text repeats its rarer words: in 16 MB of the bench
+// corpus, 874K pieces need the merge loop but only 108K of them are distinct. So the first
+// thread to claim a slot for a piece's bytes owns it and merges it; a later equal piece
+// ("follower") copies the owner's ids after the miss kernel. Equality is checked on the
+// bytes (the tag only filters), and a piece that finds no slot in kMemoProbes probes merges
+// by itself, so the memo's size and hash change speed only, never ids. One slot is one
+// 64-bit word, tag << 32 | owner piece, claimed with one CAS: no reader sees a half entry.
+constexpr int kMemoProbes = 8;
+// Pieces up to this long take part: in those 16 MB, 72K pieces go to a warp, 44K distinct.
+constexpr int kMemoMaxLong = 256;
+
+// The owner of piece p's bytes: p itself when it claimed a slot or found none, else the
+// earlier equal piece q that did.
+__device__ __forceinline__ uint32_t memo_owner(const ChunkDev& c,
+                                               const uint32_t* __restrict__ starts, uint32_t np,
+                                               uint32_t p, uint32_t s, int len, uint64_t h) {
+  const uint32_t tag = uint32_t(h >> 32) | 1u;  // never 0, the empty slot
+  const unsigned long long mine = (uint64_t(tag) << 32) | p;
+  uint32_t slot = uint32_t(h) & c.memo_mask;
+  for (int k = 0; k < kMemoProbes; ++k) {
+    unsigned long long cur = __ldcg(c.memo + slot);  // slots only go 0 -> final: a stale 0
+    if (cur == 0) {                                  // just means the CAS below tells
+      cur = atomicCAS(c.memo + slot, 0ull, mine);
+      if (cur == 0) return p;
+    }
+    if (uint32_t(cur >> 32) == tag) {
+      const uint32_t q = uint32_t(cur);
+      const uint32_t qs = starts[q];
+      const uint32_t qe = q + 1 < np ? starts[q + 1] : c.n;
+      if (qe - qs == uint32_t(len)) {
+        bool eq = true;
+        for (int j = 0; j < len && eq; ++j) eq = c.text[qs + j] == c.text[s + j];
+        if (eq) return q;
+      }
+    }
+    slot = (slot + 1) & c.memo_mask;
+  }
+  return p;
+}
+
 // One thread per piece. split: pieces that are not one token go to the miss list (counter
-// 3, stored in `aux`) for per_word_miss_kernel; otherwise this thread merges them itself.
+// 3, stored in `aux`) for per_word_miss_kernel or to the long list for a warp; with the memo,
+// a piece equal to an earlier one goes to a follower list instead, its owner's index parked
+// in its own tok[start]: misses to counter 4 (the upper half of `aux`; misses and their
+// followers are disjoint pieces of >= 2 bytes, together at most n / 2), long pieces of up to
+// kMemoMaxLong bytes to counter 5 (in `unit_start`, free after pretokenization: n / 4
+// entries, and long pieces have over 4 bytes). Without split this thread merges misses.
 template <bool kSplit>
-__global__ void per_word_short_kernel(VocabView v, PieceCacheView cache,
-                                      const uint8_t* __restrict__ text, uint32_t n,
-                                      const uint32_t* __restrict__ starts, uint32_t* counters,
-                                      int32_t* __restrict__ tok, uint32_t* __restrict__ long_list,
-                                      uint32_t* __restrict__ miss_list, uint32_t warp_min) {
-  const uint32_t np = counters[0];
+__global__ void per_word_short_kernel(VocabView v, PieceCacheView cache, ChunkDev c,
+                                      uint32_t warp_min) {
+  const uint32_t np = c.counters[0];
+  const uint32_t* __restrict__ starts = c.piece_starts;
+  int32_t* __restrict__ tok = c.tok;
+  uint32_t* miss_list = reinterpret_cast<uint32_t*>(c.aux);
+  uint32_t* follow_list = miss_list + (c.n + 1) / 2;
+  uint32_t* long_follow_list = reinterpret_cast<uint32_t*>(c.unit_start);
   for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < np; p += gridDim.x * blockDim.x) {
     const uint32_t s = starts[p];
-    const uint32_t e = p + 1 < np ? starts[p + 1] : n;
-    const uint32_t len = e - s;
-    if (len > uint32_t(kShortPiece)) {
-      append_warp_aggregated(&counters[1], long_list, p);
-    } else if (!piece_as_token(v, cache, text + s, int(len), tok + s)) {
-      if (len > warp_min)
-        append_warp_aggregated(&counters[1], long_list, p);
-      else if (kSplit)
-        append_warp_aggregated(&counters[3], miss_list, p);
-      else
-        merge_short_loop(v, text + s, int(len), tok + s);
+    const uint32_t e = p + 1 < np ? starts[p + 1] : c.n;
+    const int len = int(e - s);
+    if (len == 1) {
+      tok[s] = v.byte_token[c.text[s]];
+      continue;
     }
+    // Pieces over kMemoMaxLong bytes are neither hashed nor remembered: one thread would
+    // walk all of a 100 MB piece.
+    const uint64_t h = len <= kMemoMaxLong ? piece_hash(c.text + s, len) : 0;
+    if (len <= kShortPiece && cached_token(cache, c.text + s, len, h, tok + s)) continue;
+    const bool to_warp = len > int(warp_min);
+    if (!kSplit && !to_warp) {
+      merge_short_loop(v, c.text + s, len, tok + s);
+      continue;
+    }
+    const uint32_t owner =
+        kSplit && c.memo && len <= kMemoMaxLong ? memo_owner(c, starts, np, p, s, len, h) : p;
+    if (owner != p) {
+      tok[s] = int32_t(owner);
+      if (to_warp)
+        append_warp_aggregated(&c.counters[5], long_follow_list, p);
+      else
+        append_warp_aggregated(&c.counters[4], follow_list, p);
+    } else if (to_warp) {
+      append_warp_aggregated(&c.counters[1], c.long_list, p);
+    } else {
+      append_warp_aggregated(&c.counters[3], miss_list, p);
+    }
+  }
+}
+
+// Followers copy their owner's ids (and -1s) once the owner's have been written: the short
+// followers after the miss kernel (one thread each), the long ones after the warp kernel (a
+// warp each).
+template <bool kLong>
+__global__ void per_word_follow_kernel(ChunkDev c) {
+  const uint32_t np = c.counters[0], nf = c.counters[kLong ? 5 : 4];
+  const uint32_t* __restrict__ starts = c.piece_starts;
+  const uint32_t* list = kLong ? reinterpret_cast<const uint32_t*>(c.unit_start)
+                               : reinterpret_cast<const uint32_t*>(c.aux) + (c.n + 1) / 2;
+  const uint32_t lanes = kLong ? 32 : 1;
+  const uint32_t lane = threadIdx.x % lanes;
+  for (uint32_t q = (blockIdx.x * blockDim.x + threadIdx.x) / lanes; q < nf;
+       q += gridDim.x * blockDim.x / lanes) {
+    const uint32_t p = list[q];
+    const uint32_t s = starts[p];
+    const uint32_t e = p + 1 < np ? starts[p + 1] : c.n;
+    const uint32_t os = starts[c.tok[s]];
+    if (kLong) __syncwarp();  // every lane has read tok[s] before lane 0 overwrites it
+    for (uint32_t j = lane; j < e - s; j += lanes) c.tok[s + j] = c.tok[os + j];
   }
 }
 
@@ -181,16 +272,21 @@ int launch_merge_per_word(const ChunkDev& c, VocabView v, PieceCacheView cache, 
   int launches = 0;
   const uint32_t warp_min = o.warp_min_for(c.n);
   if (o.split) {
-    per_word_short_kernel<true><<<grid, kShortThreads, 0, stream>>>(
-        v, cache, c.text, c.n, c.piece_starts, c.counters, c.tok, c.long_list, miss_list, warp_min);
+    if (c.memo)
+      GPUTOK_CUDA(cudaMemsetAsync(c.memo, 0, (size_t(c.memo_mask) + 1) * sizeof(*c.memo), stream));
+    per_word_short_kernel<true><<<grid, kShortThreads, 0, stream>>>(v, cache, c, warp_min);
     GPUTOK_LAUNCHED("per_word_short_kernel");
     per_word_miss_kernel<<<grid, kShortThreads, 0, stream>>>(v, c.text, c.n, c.piece_starts,
                                                              c.counters, miss_list, c.tok);
     GPUTOK_LAUNCHED("per_word_miss_kernel");
     launches += 2;
+    if (c.memo) {
+      per_word_follow_kernel<false><<<grid, kShortThreads, 0, stream>>>(c);
+      GPUTOK_LAUNCHED("per_word_follow_kernel<false>");
+      launches += 1;
+    }
   } else {
-    per_word_short_kernel<false><<<grid, kShortThreads, 0, stream>>>(
-        v, cache, c.text, c.n, c.piece_starts, c.counters, c.tok, c.long_list, miss_list, warp_min);
+    per_word_short_kernel<false><<<grid, kShortThreads, 0, stream>>>(v, cache, c, warp_min);
     GPUTOK_LAUNCHED("per_word_short_kernel");
     launches += 1;
   }
@@ -202,7 +298,13 @@ int launch_merge_per_word(const ChunkDev& c, VocabView v, PieceCacheView cache, 
       v, c.text, c.n, c.piece_starts, c.counters, c.long_list, c.tok, c.aux, c.piece_flag,
       o.multi_rank);
   GPUTOK_LAUNCHED("per_word_long_kernel");
-  return launches + 1;
+  launches += 1;
+  if (o.split && c.memo) {
+    per_word_follow_kernel<true><<<grid, kShortThreads, 0, stream>>>(c);
+    GPUTOK_LAUNCHED("per_word_follow_kernel<true>");
+    launches += 1;
+  }
+  return launches;
 }
 
 }  // namespace cuda_detail

@@ -37,6 +37,24 @@ __device__ __forceinline__ int32_t cache_find(PieceCacheView c, const uint8_t* p
   }
 }
 
+__device__ __forceinline__ uint64_t piece_hash(const uint8_t* __restrict__ p, int len) {
+  uint64_t h = kPieceHashSeed;
+  for (int j = 0; j < len; ++j) h = piece_hash_step(h, p[j]);
+  return piece_hash_finish(h, uint32_t(len));
+}
+
+// A cache hit for a piece of len >= 2 whose piece_hash is h: writes its ids (the token, then
+// -1 over the rest of its range) and returns true.
+__device__ __forceinline__ bool cached_token(PieceCacheView cache, const uint8_t* __restrict__ p,
+                                             int len, uint64_t h, int32_t* __restrict__ out) {
+  if (!cache.slots) return false;
+  const int32_t id = cache_find(cache, p, len, h);
+  if (id < 0) return false;
+  out[0] = id;
+  for (int j = 1; j < len; ++j) out[j] = -1;
+  return true;
+}
+
 // The whole piece as one token: a cache hit (len >= 2) or a single byte. Writes the piece's
 // ids and returns true; false when the merge loop is needed.
 __device__ __forceinline__ bool piece_as_token(VocabView v, PieceCacheView cache,
@@ -47,13 +65,7 @@ __device__ __forceinline__ bool piece_as_token(VocabView v, PieceCacheView cache
     return true;
   }
   if (!cache.slots) return false;
-  uint64_t h = kPieceHashSeed;
-  for (int j = 0; j < len; ++j) h = piece_hash_step(h, p[j]);
-  const int32_t id = cache_find(cache, p, len, piece_hash_finish(h, uint32_t(len)));
-  if (id < 0) return false;
-  out[0] = id;
-  for (int j = 1; j < len; ++j) out[j] = -1;
-  return true;
+  return cached_token(cache, p, len, piece_hash(p, len), out);
 }
 
 // tiktoken's loop, one thread per piece (len <= kShortPiece), parts in local memory.
