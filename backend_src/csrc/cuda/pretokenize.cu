@@ -22,8 +22,9 @@
 //
 // Performance notes (H200, 2026-11-22): flags + select 0.65 ms for 64 MB (~100 GB/s);
 // compaction 0.51 ms as a scan of one flag per byte + scatter, 0.20 ms tiled (07:34 UTC;
-// 0.33 ms before the tiles' ids went through shared memory). CPU pretokenization instead costs ~365
-// ms of host time for the same 64 MB (one thread), so the GPU scanner wins at every size measured.
+// 0.33 ms before the tiles' ids went through shared memory). CPU pretokenization instead
+// costs ~365 ms of host time for the same 64 MB (one thread), so the GPU scanner wins at
+// every size measured.
 #include <thrust/iterator/counting_iterator.h>
 
 #include <cub/block/block_reduce.cuh>
