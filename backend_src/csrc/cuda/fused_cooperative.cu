@@ -186,10 +186,8 @@ __global__ void __launch_bounds__(kCoopThreads)
     } else if (!piece_as_token(v, cache, c.text + s, int(len), c.tok + s)) {
       if (len > warp_min)
         c.long_list[atomicAdd(&c.counters[1], 1u)] = p;
-      else if (len <= uint32_t(kCoopRegPiece))
-        merge_short_regs<kCoopRegPiece>(v, c.text + s, int(len), c.tok + s);
       else
-        merge_short_loop(v, c.text + s, int(len), c.tok + s);
+        merge_thread<kCoopRegPiece>(v, c.text + s, int(len), c.tok + s);
     }
   }
   grid.sync();
@@ -204,14 +202,9 @@ __global__ void __launch_bounds__(kCoopThreads)
       const uint32_t s = __ldcg(c.piece_starts + p);
       const uint32_t e = p + 1 < np ? __ldcg(c.piece_starts + p + 1) : n;
       const int len = int(e - s);
-      const WarpParts w = len <= kCoopWarpCap
-                              ? WarpParts{sh.A[warp], sh.R[warp], sh.F[warp], sh.MG[warp]}
-                              : WarpParts{c.tok + s, reinterpret_cast<uint32_t*>(c.aux) + s,
-                                          c.piece_flag + s, nullptr};
-      const int m = merge_warp(v, c.text + s, len, w, int(lane), multi);
-      const int32_t* A = w.A;
-      for (int j = int(lane); j < len; j += 32) c.tok[s + j] = j < m ? A[j] : -1;
-      __syncwarp();
+      merge_listed_piece(v, c.text, s, len, len <= kCoopWarpCap,
+                         WarpParts{sh.A[warp], sh.R[warp], sh.F[warp], sh.MG[warp]}, c.tok, c.aux,
+                         c.piece_flag, int(lane), multi);
     }
   }
   grid.sync();

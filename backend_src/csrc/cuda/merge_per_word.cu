@@ -221,10 +221,7 @@ __global__ void per_word_miss_kernel(VocabView v, const uint8_t* __restrict__ te
     const uint32_t s = starts[p];
     const uint32_t e = p + 1 < np ? starts[p + 1] : n;
     const int len = int(e - s);
-    if (len <= kRegPiece)
-      merge_short_regs<kRegPiece>(v, text + s, len, tok + s);
-    else
-      merge_short_loop(v, text + s, len, tok + s);
+    merge_thread<kRegPiece>(v, text + s, len, tok + s);
   }
 }
 
@@ -244,13 +241,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     const uint32_t s = starts[p];
     const uint32_t e = p + 1 < np ? starts[p + 1] : n;
     const int len = int(e - s);
-    const WarpParts w = len <= kWarpCap ? WarpParts{sA[warp], sR[warp], sF[warp], sM[warp]}
-                                        : WarpParts{tok + s, reinterpret_cast<uint32_t*>(aux) + s,
-                                                    flags + s, nullptr};
-    const int m = merge_warp(v, text + s, len, w, lane, multi);
-    const int32_t* A = w.A;
-    for (int j = lane; j < len; j += 32) tok[s + j] = j < m ? A[j] : -1;
-    __syncwarp();
+    merge_listed_piece(v, text, s, len, len <= kWarpCap,
+                       WarpParts{sA[warp], sR[warp], sF[warp], sM[warp]}, tok, aux, flags, lane,
+                       multi);
   }
 }
 

@@ -162,16 +162,24 @@ __device__ __forceinline__ void merge_short_regs(VocabView v, const uint8_t* __r
     if (j < len) out[j] = j < m ? ids[j] : -1;
 }
 
-// Both steps for one piece in one thread (the fused small-input kernel): pieces of up to 16
-// bytes merge in registers, as in the miss kernel.
+// tiktoken's loop for one piece in one thread: in registers up to N bytes, else with the
+// parts in local memory (the miss kernel, the fused kernels).
+template <int N>
+__device__ __forceinline__ void merge_thread(VocabView v, const uint8_t* __restrict__ p, int len,
+                                             int32_t* __restrict__ out) {
+  // Compared unsigned, as the fused kernel's lengths are: a signed compare took that kernel
+  // from 80 registers to 64 plus 160 bytes more stack.
+  if (uint32_t(len) <= uint32_t(N))
+    merge_short_regs<N>(v, p, len, out);
+  else
+    merge_short_loop(v, p, len, out);
+}
+
+// Both steps for one piece in one thread (the fused small-input kernel).
 __device__ __forceinline__ void merge_short(VocabView v, PieceCacheView cache,
                                             const uint8_t* __restrict__ p, int len,
                                             int32_t* __restrict__ out) {
-  if (piece_as_token(v, cache, p, len, out)) return;
-  if (len <= 16)
-    merge_short_regs<16>(v, p, len, out);
-  else
-    merge_short_loop(v, p, len, out);
+  if (!piece_as_token(v, cache, p, len, out)) merge_thread<16>(v, p, len, out);
 }
 
 __device__ __forceinline__ int32_t merged_id(VocabView v, int32_t a, int32_t b) {
@@ -403,6 +411,23 @@ __device__ inline int merge_warp(VocabView v, const uint8_t* __restrict__ p, int
     __syncwarp();
     m = m2;
   }
+  return m;
+}
+
+// One listed piece [s, s + len) on one warp: parts in `sh` (shared memory) when the caller
+// has room for them, else in place in global memory (tok, aux and flags at s, the scratch
+// every byte of a chunk has); then the piece's ids, and -1 over the rest of its range, go
+// to tok. Returns the number of ids. Used by every warp-piece stage (per_word_long_kernel,
+// the fused kernels).
+__device__ __forceinline__ int merge_listed_piece(VocabView v, const uint8_t* __restrict__ text,
+                                                  uint32_t s, int len, bool fits,
+                                                  const WarpParts& sh, int32_t* tok, int32_t* aux,
+                                                  uint8_t* flags, int lane, bool multi) {
+  const WarpParts w =
+      fits ? sh : WarpParts{tok + s, reinterpret_cast<uint32_t*>(aux) + s, flags + s, nullptr};
+  const int m = merge_warp(v, text + s, len, w, lane, multi);
+  for (int j = lane; j < len; j += 32) tok[s + j] = j < m ? w.A[j] : -1;
+  __syncwarp();
   return m;
 }
 

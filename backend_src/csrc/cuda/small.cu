@@ -76,14 +76,10 @@ __global__ void __launch_bounds__(kSmallThreads)
     const uint32_t s = c.piece_starts[p];
     const uint32_t e = p + 1 < uint32_t(np) ? c.piece_starts[p + 1] : n;
     const int len = int(e - s);
-    const bool sh = warp < kLongWarps && len <= kWarpCapSmall;
-    const WarpParts w{sh ? sA[warp] : c.tok + s,
-                      sh ? sR[warp] : reinterpret_cast<uint32_t*>(c.aux) + s,
-                      sh ? sF[warp] : c.piece_flag + s, nullptr};
-    const int m = merge_warp(v, c.text + s, len, w, lane);
-    const int32_t* A = w.A;
-    for (int j = lane; j < len; j += 32) c.tok[s + j] = j < m ? A[j] : -1;
-    __syncwarp();
+    const bool fits = warp < kLongWarps && len <= kWarpCapSmall;
+    const int w = fits ? warp : 0;  // warps past kLongWarps have no shared parts
+    merge_listed_piece(v, c.text, s, len, fits, WarpParts{sA[w], sR[w], sF[w], nullptr}, c.tok,
+                       c.aux, c.piece_flag, lane, true);
   }
   __syncthreads();
 
