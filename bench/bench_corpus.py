@@ -291,6 +291,9 @@ def run_gputok(
         threads = max(1, ncores() // max(1, sum(nthreads.values())))
         times, run = [], None
         for _ in range(repeat + 1):  # the first run warms up (imports, caches) untimed
+            # The last run's shards go before the clock starts, as for the in-process
+            # contenders (overwrite=True would delete them inside the timed run).
+            shutil.rmtree(out, ignore_errors=True)
             run = C.tokenize_corpus(
                 inputs,
                 out,
@@ -346,6 +349,7 @@ def markdown(rep: dict) -> tuple[str, str]:
         ),
         "- Timed: read, tokenize, uint16 + <|endoftext|>, write .bin/.idx with sha256, "
         + ("no fsync (--no-fsync), " if rep["no_fsync"] else "fsync, ")
+        + ("" if rep.get("early_writeback", True) or rep["no_fsync"] else "no early writeback, ")
         + "rename, manifest; cluster start-up, tokenizer loading and a warm-up run excluded. "
         "Median of "
         f"{rep['repeat']} run(s). gigatoken: the same pipeline in one process, "
@@ -450,6 +454,12 @@ def main() -> int:
         help="every contender skips fsync (measures without the disk's flush)",
     )
     ap.add_argument(
+        "--no-writeback",
+        action="store_true",
+        help="no early writeback of shard files (GPUTOK_CORPUS_WRITEBACK=0): the whole shard "
+        "goes to disk at its fsync",
+    )
+    ap.add_argument(
         "--null",
         action="store_true",
         help="also time the pipeline with no tokenizer (its ceiling), in-process",
@@ -501,6 +511,8 @@ def main() -> int:
     docs_on = (not quick) if args.docs is None else args.docs
     counts = [int(x) for x in args.workers.split(",") if x.strip()]
     os.environ.setdefault("RAYON_NUM_THREADS", str(ncores()))  # gigatoken: all cores
+    if args.no_writeback:  # before any worker starts: they inherit it
+        os.environ["GPUTOK_CORPUS_WRITEBACK"] = "0"
     from gputok import corpus as C
 
     gpus = C.local_gpus(args.device)
@@ -520,6 +532,7 @@ def main() -> int:
         "loadavg_start": list(os.getloadavg()),
         "repeat": repeat,
         "no_fsync": args.no_fsync,
+        "early_writeback": not args.no_writeback and not args.no_fsync,
         "threads_per_worker": tpw,
         "gigatoken_shards": k_shards,
         "min_batch_mb": args.min_batch_mb,

@@ -4,8 +4,11 @@ packing and the shards must be exactly those of the per-document path."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -329,3 +332,32 @@ def test_native_pack_refuses_bad_arguments():
         _core.pack_uint16(ids, np.array([0, 5], dtype=np.int64), EOT)
     with pytest.raises(ValueError, match="65536"):
         _core.pack_uint16(ids, np.array([0, 4], dtype=np.int64), 70000)
+
+
+@pytest.mark.parametrize("env, kicks", [(None, True), ("0", False)])
+def test_shard_files_start_their_writeback_early(tmp_path, monkeypatch, env, kicks):
+    """A durable shard file asks the kernel to start writing every WRITEBACK_BYTES as they
+    come (POSIX_FADV_DONTNEED), so its fsync at the end waits for the tail only; the file and
+    its hash are the same either way, and GPUTOK_CORPUS_WRITEBACK=0 turns it off."""
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("no posix_fadvise on this platform")
+    if env is None:
+        monkeypatch.delenv("GPUTOK_CORPUS_WRITEBACK", raising=False)
+    else:
+        monkeypatch.setenv("GPUTOK_CORPUS_WRITEBACK", env)
+    calls = []
+    real = os.posix_fadvise
+    monkeypatch.setattr(os, "posix_fadvise", lambda *a: (calls.append(a[1:3]), real(*a))[1])
+    chunk = np.arange(C.WRITEBACK_BYTES // 6 + 1, dtype="<u2")  # just over a third of it
+    f = C._HashedFile(str(tmp_path / "s.bin"), C._early_writeback())
+    for _ in range(10):
+        f.write(chunk)
+    rec = f.finish(True)
+    data = Path(f.tmp).read_bytes()
+    assert data == chunk.tobytes() * 10
+    assert rec["sha256"] == hashlib.sha256(data).hexdigest() and rec["bytes"] == len(data)
+    if kicks:  # every 3 chunks: [0, 3c), [3c, 6c), [6c, 9c), each right after it is written
+        c = chunk.nbytes
+        assert calls == [(0, 3 * c), (3 * c, 3 * c), (6 * c, 3 * c)]
+    else:
+        assert calls == []

@@ -12,9 +12,10 @@ GPU where one is usable, else the native CPU path) and writes, per shard ``NAME`
 and the driver writes ``manifest.json`` (all entries plus totals). See docs/corpus.md.
 
 Crash safety: every file is written to ``NAME.<ext>.tmp-<pid>-<rand>`` (unique per task and
-file, also among the tasks one worker process runs at once), fsynced, renamed, and the
-directory fsynced; the entry ``NAME.json`` is written last the same way, after the old one was
-removed. A shard counts as done only when its entry exists and both files match the entry's
+file, also among the tasks one worker process runs at once), fsynced and renamed; the entry
+``NAME.json`` is written last the same way, after the old one was removed, and the directory
+fsync after its rename makes all three renames durable. Shard files start their writeback
+while they are written (WRITEBACK_BYTES), so the fsync at a shard's end waits for its tail. A shard counts as done only when its entry exists and both files match the entry's
 sizes and sha256, so a worker killed mid-shard leaves nothing that looks complete; a restart
 re-hashes (on the workers) and skips what verifies, and redoes the rest.
 
@@ -650,21 +651,44 @@ def sha256_file(path: str, chunk: int = 8 << 20) -> str:
     return h.hexdigest()
 
 
-class _HashedFile:
-    """A temporary output file that hashes what it writes (sha256 releases the GIL)."""
+# Early writeback: every WRITEBACK_BYTES written to a durable shard file, the kernel is asked
+# to start writing them to disk (POSIX_FADV_DONTNEED starts writeback of dirty pages without
+# waiting, and drops pages already clean), so the disk works while the shard is still being
+# tokenized and the final fsync waits only for the tail, instead of the whole shard's data
+# queueing behind every other shard's fsync at its end. GPUTOK_CORPUS_WRITEBACK=0 turns it
+# off (ablation, bench_corpus.py).
+WRITEBACK_BYTES = 8 << 20
 
-    def __init__(self, final: str):
+
+def _early_writeback() -> bool:
+    return hasattr(os, "posix_fadvise") and os.environ.get("GPUTOK_CORPUS_WRITEBACK", "1") != "0"
+
+
+class _HashedFile:
+    """A temporary output file that hashes what it writes (sha256 releases the GIL); with
+    ``writeback``, it starts the disk writes of every WRITEBACK_BYTES as they come."""
+
+    def __init__(self, final: str, writeback: bool = False):
         self.final = final
         self.tmp = _tmp_name(final)
         self.f = open(self.tmp, "wb")  # noqa: SIM115 - closed in commit/abort
         self.h = hashlib.sha256()
         self.size = 0
+        self.writeback = writeback
+        self.kicked = 0  # bytes whose writeback has been started
 
     def write(self, arr: np.ndarray) -> None:
         mv = memoryview(np.ascontiguousarray(arr)).cast("B")
         self.h.update(mv)
         self.f.write(mv)
         self.size += mv.nbytes
+        if self.writeback and self.size - self.kicked >= WRITEBACK_BYTES:
+            self.f.flush()
+            with contextlib.suppress(OSError):  # advice only: a refusal changes nothing
+                os.posix_fadvise(
+                    self.f.fileno(), self.kicked, self.size - self.kicked, os.POSIX_FADV_DONTNEED
+                )
+            self.kicked = self.size
 
     def finish(self, fsync: bool = True) -> dict:
         self.f.flush()
@@ -969,8 +993,9 @@ def tokenize_shard(spec: dict) -> dict:
     tok = _tokenizer(spec["device"], device_id)
     source = _source_stat(spec["path"])
     eot = 50256 if spec["eot"] else None
-    bin_f = _HashedFile(os.path.join(out_dir, f"{name}.bin"))
-    idx_f = _HashedFile(os.path.join(out_dir, f"{name}.idx"))
+    writeback = spec.get("fsync", True) and _early_writeback()
+    bin_f = _HashedFile(os.path.join(out_dir, f"{name}.bin"), writeback)
+    idx_f = _HashedFile(os.path.join(out_dir, f"{name}.idx"), writeback)
     docs_n = tokens_n = text_bytes = skipped_bad = skipped_empty = 0
     # Seconds this task's thread spent in each stage: waiting for the reader, encoding,
     # waiting for the writer, fsync + rename. Where a run's time goes (bench_corpus.py).
@@ -1031,8 +1056,10 @@ def tokenize_shard(spec: dict) -> dict:
         bin_rec, idx_rec = bin_f.finish(durable), idx_f.finish(durable)
         os.replace(bin_f.tmp, bin_f.final)
         os.replace(idx_f.tmp, idx_f.final)
-        if durable:
-            _fsync_dir(out_dir)
+        # No directory fsync here: the entry's (atomic_write_bytes, below) makes these two
+        # renames durable with its own. Until then a crash can lose them, but the entry does
+        # not exist yet, and an entry that survives without them fails verification (sizes,
+        # sha256) and the shard is redone. One fewer journal commit per shard.
         stages["finish"] += time.perf_counter() - t_fin
     except BaseException:
         bin_f.abort()
