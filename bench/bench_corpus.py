@@ -187,6 +187,40 @@ class NullAdapter:
         return np.zeros(int(offs[-1]), dtype=np.int32), offs
 
 
+def _cpu_jiffies() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all cores from /proc/stat, or None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            vals = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)  # idle + iowait
+    return sum(vals) - idle, sum(vals)
+
+
+class HostCpu:
+    """Share of all the host's cores busy between start() and stop() (None off Linux): tells
+    a run bound by the host's cores from one that waits on something else."""
+
+    def start(self) -> None:
+        self.a = _cpu_jiffies()
+
+    def stop(self) -> float | None:
+        b = _cpu_jiffies()
+        if self.a is None or b is None or b[1] == self.a[1]:
+            return None
+        return (b[0] - self.a[0]) / (b[1] - self.a[1])
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{100 * x:.0f}%"
+
+
+def _median_or_none(xs):
+    xs = [x for x in xs if x is not None]
+    return round(statistics.median(xs), 3) if xs else None
+
+
 def log_stages(who: str, stage_seconds: dict) -> None:
     """Where the shard tasks' threads spent the last run (seconds summed over shards)."""
     log(
@@ -223,7 +257,7 @@ def run_in_process(
         "errors": "strict",
         "skip_empty": False,
     }
-    times, entries = [], []
+    times, entries, busy, cpu = [], [], [], HostCpu()
     for _ in range(repeat + 1):
         if out.exists():
             shutil.rmtree(out)
@@ -241,6 +275,7 @@ def run_in_process(
             )
             for p, n in zip(paths, names, strict=True)
         ]
+        cpu.start()
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max(1, shards_at_once)) as pool:
             results = list(pool.map(C.tokenize_shard, specs))
@@ -249,12 +284,14 @@ def run_in_process(
         man = C.build_manifest(C._settings(common), base, fmt, entries, complete=True)
         C.atomic_write_bytes(str(out / C.MANIFEST), C._json_bytes(man))
         times.append(time.perf_counter() - t0)
+        busy.append(cpu.stop())
     shutil.rmtree(out, ignore_errors=True)
     return {
         "seconds": times[1:],
         "warmup_s": times[0],
         "entries": entries,
         "stage_seconds": stage_seconds,
+        "cpu_busy": _median_or_none(busy[1:]),
     }
 
 
@@ -289,11 +326,12 @@ def run_gputok(
         tpw = max(nthreads.values())
         # gputok CPU threads per call: the cores shared by every shard in flight.
         threads = max(1, ncores() // max(1, sum(nthreads.values())))
-        times, run = [], None
+        times, run, busy, cpu = [], None, [], HostCpu()
         for _ in range(repeat + 1):  # the first run warms up (imports, caches) untimed
             # The last run's shards go before the clock starts, as for the in-process
             # contenders (overwrite=True would delete them inside the timed run).
             shutil.rmtree(out, ignore_errors=True)
+            cpu.start()
             run = C.tokenize_corpus(
                 inputs,
                 out,
@@ -310,6 +348,7 @@ def run_gputok(
                 log=lambda m: None,
             )
             times.append(run.seconds)
+            busy.append(cpu.stop())
         return {
             "seconds": times[1:],
             "warmup_s": times[0],
@@ -319,6 +358,7 @@ def run_gputok(
             "threads_per_worker": tpw,
             "workers": len(devs),
             "stage_seconds": run.stage_seconds,
+            "cpu_busy": _median_or_none(busy[1:]),
         }
     finally:
         C._close_quietly(client, cluster)
@@ -361,21 +401,22 @@ def markdown(rep: dict) -> tuple[str, str]:
         "machine skews figures)",
         "",
         "| contender | workers | device | threads/worker (shards at once) | tok. threads | "
-        "min batch MB | seconds | GB/s of text | M tokens/s | vs gigatoken | vs 1 worker |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "min batch MB | seconds | GB/s of text | M tokens/s | vs gigatoken | vs 1 worker | "
+        "host cores busy |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     g = rep["gigatoken"]
     lines.append(
         f"| gigatoken `encode_batch` | 1 process | cpu | {g['shards_at_once']} | {m['cores']} | "
         f"{g['min_batch_mb']:g} | {g['median_s']:.3f} | {g['GBps']:.3f} | {g['Mtokps']:.1f} | "
-        "1.00× | – |"
+        f"1.00× | – | {_pct(g.get('cpu_busy'))} |"
     )
     if "null" in rep:
         nl = rep["null"]
         lines.append(
             f"| pipeline alone (no tokenizer) | 1 process | – | {nl['shards_at_once']} | – | "
             f"{nl['min_batch_mb']:g} | {nl['median_s']:.3f} | {nl['GBps']:.3f} | – | "
-            f"{nl['GBps'] / g['GBps']:.2f}× | – |"
+            f"{nl['GBps'] / g['GBps']:.2f}× | – | {_pct(nl.get('cpu_busy'))} |"
         )
     one = next((r["GBps"] for r in rep["gputok"] if r["workers"] == 1), None)
     for r in rep["gputok"]:
@@ -385,7 +426,7 @@ def markdown(rep: dict) -> tuple[str, str]:
             f"| **gputok corpus**{ok} | {r['workers']} | {'/'.join(r['devices'])} | "
             f"{r['threads_per_worker']} | {r['threads']} | {r['min_batch_mb']:g} | "
             f"{r['median_s']:.3f} | {r['GBps']:.3f} | {r['Mtokps']:.1f} | "
-            f"{r['GBps'] / g['GBps']:.2f}× | {vs1} |"
+            f"{r['GBps'] / g['GBps']:.2f}× | {vs1} | {_pct(r.get('cpu_busy'))} |"
         )
     return heading, "\n".join(lines) + "\n"
 
@@ -565,8 +606,12 @@ def main() -> int:
             "GBps": nbytes / ns / 1e9,
             "shards_at_once": k_shards,
             "min_batch_mb": cpu_min_mb,
+            "cpu_busy": nul["cpu_busy"],
         }
-        log(f"pipeline alone (null tokenizer): {ns:.3f} s, {nbytes / ns / 1e9:.3f} GB/s")
+        log(
+            f"pipeline alone (null tokenizer): {ns:.3f} s, {nbytes / ns / 1e9:.3f} GB/s, "
+            f"host cores busy {nul['cpu_busy']}"
+        )
         log_stages("null", nul["stage_seconds"])
         rep["null"]["stage_seconds"] = nul["stage_seconds"]
     g = in_process(GigatokenAdapter(), work / "out-gigatoken")
@@ -589,8 +634,12 @@ def main() -> int:
         "Mtokps": tokens / gs / 1e6,
         "shards_at_once": k_shards,
         "min_batch_mb": cpu_min_mb,
+        "cpu_busy": g["cpu_busy"],
     }
-    log(f"gigatoken ({k_shards} shard(s) at once): {gs:.3f} s, {nbytes / gs / 1e9:.3f} GB/s")
+    log(
+        f"gigatoken ({k_shards} shard(s) at once): {gs:.3f} s, {nbytes / gs / 1e9:.3f} GB/s, "
+        f"host cores busy {g['cpu_busy']}"
+    )
     log_stages("gigatoken", g["stage_seconds"])
     rep["gigatoken"]["stage_seconds"] = g["stage_seconds"]
 
@@ -628,12 +677,13 @@ def main() -> int:
                 "Mtokps": tokens / s / 1e6,
                 "exact": exact,
                 "stage_seconds": {k: round(v, 3) for k, v in r["stage_seconds"].items()},
+                "cpu_busy": r["cpu_busy"],
             }
         )
         log(
             f"gputok x{w} ({'/'.join(r['devices'])}, {r['threads_per_worker']} shard(s) per "
             f"worker at once): {s:.3f} s, {nbytes / s / 1e9:.3f} GB/s, "
-            f"{'exact' if exact else 'MISMATCH vs gigatoken'}"
+            f"{'exact' if exact else 'MISMATCH vs gigatoken'}, host cores busy {r['cpu_busy']}"
         )
         log_stages(f"gputok x{w}", r["stage_seconds"])
         shutil.rmtree(work / f"out-gputok-{w}", ignore_errors=True)
