@@ -977,9 +977,14 @@ def tokenize_shard(spec: dict) -> dict:
     settings_sha = settings_digest(settings)
     entry_path = os.path.join(out_dir, f"{name}.json")
     # Temporary files of this shard are from a killed earlier attempt: never complete.
-    for stale in _glob.glob(os.path.join(_glob.escape(out_dir), f"{name}.*.tmp-*")):
+    # (os.scandir + str tests, not glob: fnmatch over the whole directory per shard held the
+    # GIL for ~0.3 s per 128-shard run on the H200 x2, py-spy, 2026-11-22.)
+    prefix = name + "."
+    with os.scandir(out_dir) as it:
+        stale = [e.path for e in it if e.name.startswith(prefix) and ".tmp-" in e.name]
+    for path in stale:
         with contextlib.suppress(OSError):
-            os.unlink(stale)
+            os.unlink(path)
     for old in (_load_json(entry_path), spec.get("manifest_entry")):
         if _resumable(spec, old, settings_sha) and verify_entry(out_dir, old) is None:
             if not os.path.exists(entry_path):  # kept only in manifest.json: restore it
