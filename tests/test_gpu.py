@@ -411,16 +411,26 @@ def test_regression_compaction_at_tile_edges(gpus, cpu, tt):
 def test_concurrent_calls_share_one_gpu_tokenizer(corpus, tt):
     """Threads calling one GPU tokenizer at once (as a corpus worker's shards do): the encoder
     serializes its device work itself, and every thread gets its own ids, whichever path
-    (one block, cooperative, multi-kernel) its input takes."""
+    (one block, cooperative, multi-kernel) its input takes, one text or a batch."""
     from concurrent.futures import ThreadPoolExecutor
 
     g = gputok.gpt2(device="cuda")
     joined = "".join(corpus[:2000])
-    texts = [joined[:n] for n in (300, 5_000, 40_000, 200_000, 1_500_000)] * 4
+    texts = [joined[:n] for n in (300, 5_000, 40_000, 200_000, 1_500_000, 3_000_000)] * 4
     want = tt.encode_ordinary_batch(texts, num_threads=8)
     assert all(want)
+
+    heads = [t[:999] for t in texts]
+    want_heads = tt.encode_ordinary_batch(heads, num_threads=8)
+
+    def call(k):
+        if k % 2:  # a batch of two: both documents' ids must come back in order
+            out = g.encode_ordinary_batch([heads[k], texts[k]])
+            return out[1] if out[0] == want_heads[k] else []
+        return g.encode_ordinary(texts[k])
+
     with ThreadPoolExecutor(8) as pool:
-        got = list(pool.map(g.encode_ordinary, texts))
+        got = list(pool.map(call, range(len(texts))))
     assert_same(texts, got, want, "concurrent")
 
 
