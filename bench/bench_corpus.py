@@ -597,27 +597,31 @@ def main() -> int:
             adapter, inputs, out, args.format, sep, repeat, not args.no_fsync, k_shards, min_batch
         )
 
+    def in_process_summary(label: str, stage_name: str, res: dict, tokens=None) -> dict:
+        """The report entry of an in-process contender (null pipeline, gigatoken), logged."""
+        med = statistics.median(res["seconds"])
+        entry = {"seconds": res["seconds"], "median_s": med, "GBps": nbytes / med / 1e9}
+        if tokens is not None:
+            entry["Mtokps"] = tokens / med / 1e6
+        entry.update(
+            shards_at_once=k_shards,
+            min_batch_mb=cpu_min_mb,
+            cpu_busy=res["cpu_busy"],
+            stage_seconds=res["stage_seconds"],
+        )
+        log(
+            f"{label}: {med:.3f} s, {nbytes / med / 1e9:.3f} GB/s, "
+            f"host cores busy {res['cpu_busy']}"
+        )
+        log_stages(stage_name, res["stage_seconds"])
+        return entry
+
     if args.null:
         nul = in_process(NullAdapter(), work / "out-null")
-        ns = statistics.median(nul["seconds"])
-        rep["null"] = {
-            "seconds": nul["seconds"],
-            "median_s": ns,
-            "GBps": nbytes / ns / 1e9,
-            "shards_at_once": k_shards,
-            "min_batch_mb": cpu_min_mb,
-            "cpu_busy": nul["cpu_busy"],
-        }
-        log(
-            f"pipeline alone (null tokenizer): {ns:.3f} s, {nbytes / ns / 1e9:.3f} GB/s, "
-            f"host cores busy {nul['cpu_busy']}"
-        )
-        log_stages("null", nul["stage_seconds"])
-        rep["null"]["stage_seconds"] = nul["stage_seconds"]
+        rep["null"] = in_process_summary("pipeline alone (null tokenizer)", "null", nul)
     g = in_process(GigatokenAdapter(), work / "out-gigatoken")
     tokens = sum(e["tokens"] for e in g["entries"])
     ref_hashes = [e["bin"]["sha256"] for e in g["entries"]]
-    gs = statistics.median(g["seconds"])
     rep["input"] = {
         "profile": profile,
         "scale": scale,
@@ -627,21 +631,9 @@ def main() -> int:
         "documents": ndocs,
         "tokens": tokens,
     }
-    rep["gigatoken"] = {
-        "seconds": g["seconds"],
-        "median_s": gs,
-        "GBps": nbytes / gs / 1e9,
-        "Mtokps": tokens / gs / 1e6,
-        "shards_at_once": k_shards,
-        "min_batch_mb": cpu_min_mb,
-        "cpu_busy": g["cpu_busy"],
-    }
-    log(
-        f"gigatoken ({k_shards} shard(s) at once): {gs:.3f} s, {nbytes / gs / 1e9:.3f} GB/s, "
-        f"host cores busy {g['cpu_busy']}"
+    rep["gigatoken"] = in_process_summary(
+        f"gigatoken ({k_shards} shard(s) at once)", "gigatoken", g, tokens
     )
-    log_stages("gigatoken", g["stage_seconds"])
-    rep["gigatoken"]["stage_seconds"] = g["stage_seconds"]
 
     rep["gputok"] = []
     for w in counts:
