@@ -295,21 +295,45 @@ def run_in_process(
     }
 
 
-def run_gputok(
+def _install_contender(kind: str, rayon_threads: int, paths: list[str]) -> str:
+    """On a Dask worker: put a CPU contender (``null`` or ``gigatoken``) where gputok's CPU
+    tokenizer would be, so the same tokenize_shard tasks run it. (Pickled by value with
+    this script's classes; ``paths``: where the adapters' imports are.)"""
+    os.environ["RAYON_NUM_THREADS"] = str(rayon_threads)  # before gigatoken's pool starts
+    for p in paths:
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    from gputok import corpus as C
+
+    C._TOKENIZERS[("cpu", 0)] = GigatokenAdapter() if kind == "gigatoken" else NullAdapter()
+    return kind
+
+
+def run_dask(
     inputs: Path,
     out: Path,
     fmt: str,
     sep,
-    workers: int,
+    workers: int | None,
     device: str,
     repeat: int,
     processes: bool,
     fsync: bool = True,
     threads_per_worker: int | None = None,
     min_batch_bytes: int | None = None,
+    *,
+    gpus: int | None = None,
+    workers_per_gpu: int | None = None,
+    contender: str | None = None,
+    switch_interval_ms: float | None = None,
 ) -> dict:
+    """Time ``tokenize_corpus`` on a local cluster: gputok on ``gpus`` GPUs with
+    ``workers_per_gpu`` processes each (or ``workers`` CPU workers), or, with ``contender``,
+    that CPU contender in ``workers`` worker processes through the same tasks."""
     from gputok import corpus as C
 
+    if contender:
+        device = "cpu"
     client, cluster = C.local_cluster(
         workers,
         device=device,
@@ -317,8 +341,18 @@ def run_gputok(
         dashboard=False,
         threads_per_worker=threads_per_worker,
         log=log,
+        workers_per_gpu=workers_per_gpu,
+        gpus=gpus,
     )
     try:
+        if switch_interval_ms:
+            client.run(sys.setswitchinterval, switch_interval_ms / 1000)
+        if contender:
+            n = len(client.scheduler_info(n_workers=-1)["workers"])
+            rayon = max(1, ncores() // n)
+            client.run(
+                _install_contender, contender, rayon, [str(REPO / "bench"), str(REPO / "tests")]
+            )
         gpus, by_name = client._gputok_gpu_info
         devs = client.run(C.warm_worker, device, gpus, by_name)
         devices = sorted(set(devs.values()))
@@ -357,6 +391,8 @@ def run_gputok(
             "threads": threads,
             "threads_per_worker": tpw,
             "workers": len(devs),
+            "gpus": gpus,
+            "workers_per_gpu": len(devs) // gpus if gpus else None,
             "stage_seconds": run.stage_seconds,
             "cpu_busy": _median_or_none(busy[1:]),
         }
@@ -418,16 +454,46 @@ def markdown(rep: dict) -> tuple[str, str]:
             f"{nl['min_batch_mb']:g} | {nl['median_s']:.3f} | {nl['GBps']:.3f} | – | "
             f"{nl['GBps'] / g['GBps']:.2f}× | – | {_pct(nl.get('cpu_busy'))} |"
         )
-    one = next((r["GBps"] for r in rep["gputok"] if r["workers"] == 1), None)
+    best_g = g["GBps"]
+    for c in rep.get("dask_contenders", []):
+        ok = "" if c["exact"] else " **MISMATCH**"
+        label = "gigatoken `encode_batch`" if c["name"] == "gigatoken" else "pipeline alone"
+        if c["name"] == "gigatoken":
+            best_g = max(best_g, c["GBps"])
+        lines.append(
+            f"| {label}{ok}, Dask | {c['workers']} processes | cpu | {c['threads_per_worker']} | "
+            f"{m['cores'] // max(1, c['workers'])} | – | {c['median_s']:.3f} | {c['GBps']:.3f} | "
+            f"– | {c['GBps'] / g['GBps']:.2f}× | – | {_pct(c.get('cpu_busy'))} |"
+        )
     for r in rep["gputok"]:
         ok = "" if r["exact"] else " **MISMATCH**"
+        # "vs 1": against one GPU with as many workers per GPU (one CPU worker off GPUs).
+        base = [
+            x["GBps"]
+            for x in rep["gputok"]
+            if (x.get("gpus"), x.get("workers_per_gpu")) == (1, r.get("workers_per_gpu"))
+            or (not r.get("gpus") and x["workers"] == 1)
+        ]
+        one = base[0] if base else None
         vs1 = f"{r['GBps'] / one:.2f}×" if one else "–"
+        who = f"{r['gpus']} GPU × {r['workers_per_gpu']}" if r.get("gpus") else str(r["workers"])
         lines.append(
-            f"| **gputok corpus**{ok} | {r['workers']} | {'/'.join(r['devices'])} | "
+            f"| **gputok corpus**{ok} | {who} | {'/'.join(r['devices'])} | "
             f"{r['threads_per_worker']} | {r['threads']} | {r['min_batch_mb']:g} | "
             f"{r['median_s']:.3f} | {r['GBps']:.3f} | {r['Mtokps']:.1f} | "
             f"{r['GBps'] / g['GBps']:.2f}× | {vs1} | {_pct(r.get('cpu_busy'))} |"
         )
+    if best_g != g["GBps"]:
+        lines += [
+            "",
+            f"gigatoken's best here is {best_g:.3f} GB/s (Dask); per GPU against it: "
+            + ", ".join(
+                f"{r['gpus']} GPU × {r['workers_per_gpu']}: "
+                f"{r['GBps'] / max(1, r['gpus']) / best_g:.2f}×"
+                for r in rep["gputok"]
+                if r.get("gpus")
+            ),
+        ]
     return heading, "\n".join(lines) + "\n"
 
 
@@ -486,7 +552,32 @@ def main() -> int:
         default=None,
         help="input format (default: parquet, or text where pyarrow is not installed)",
     )
-    ap.add_argument("--workers", default="1,2", help="worker counts to run, e.g. 1,2")
+    ap.add_argument(
+        "--workers",
+        default="1,2",
+        help="GPU counts (on a GPU machine) or CPU worker counts to run, e.g. 1,2",
+    )
+    ap.add_argument(
+        "--workers-per-gpu",
+        default="",
+        metavar="P[,P...]",
+        help="gputok worker processes per GPU to run, e.g. 1,2,4 (default: the library's, "
+        "min(4, cores / (4 x GPUs)))",
+    )
+    ap.add_argument(
+        "--contender-workers",
+        type=int,
+        default=0,
+        metavar="W",
+        help="also run gigatoken (and --null) on a local Dask cluster of W worker processes "
+        "through the same tasks, each with cores / W rayon threads (default: in-process only)",
+    )
+    ap.add_argument(
+        "--switch-interval-ms",
+        type=float,
+        default=None,
+        help="sys.setswitchinterval on every Dask worker (default: Python's 5 ms)",
+    )
     ap.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     ap.add_argument("--repeat", type=int, default=None, help="timed runs each (default 3; 1)")
     ap.add_argument(
@@ -511,7 +602,7 @@ def main() -> int:
         default=None,
         metavar="T",
         help="shards each gputok worker runs at once (default: the library's, "
-        "min(4, cores / (2 x GPUs)) on GPU workers, 1 on CPU workers)",
+        "min(4, cores / (GPUs x workers per GPU)) on GPU workers, 1 on CPU workers)",
     )
     ap.add_argument(
         "--gigatoken-shards",
@@ -557,8 +648,12 @@ def main() -> int:
     from gputok import corpus as C
 
     gpus = C.local_gpus(args.device)
-    tpw = args.threads_per_worker or C.default_threads_per_worker(gpus)
-    k_shards = args.gigatoken_shards or tpw
+    pw1 = C.default_workers_per_gpu(gpus)
+    # gigatoken and the null pipeline: as many shards at once as one GPU's workers run.
+    k_shards = args.gigatoken_shards or pw1 * (
+        args.threads_per_worker or C.default_threads_per_worker(gpus, workers_per_gpu=pw1)
+    )
+    tpw = args.threads_per_worker
     min_batch = None if args.min_batch_mb is None else int(args.min_batch_mb * 2**20)
     cpu_min_mb = (min_batch or C.MIN_BATCH_BYTES) / 2**20  # gigatoken, null: CPU batches
 
@@ -635,26 +730,69 @@ def main() -> int:
         f"gigatoken ({k_shards} shard(s) at once)", "gigatoken", g, tokens
     )
 
-    rep["gputok"] = []
-    for w in counts:
-        r = run_gputok(
+    def dask_run(out: Path, workers, **kw) -> dict:
+        return run_dask(
             inputs,
-            work / f"out-gputok-{w}",
+            out,
             args.format,
             sep,
-            w,
+            workers,
             args.device,
             repeat,
             not args.threads_in_process,
             not args.no_fsync,
-            tpw,
+            kw.pop("tpw", tpw),
             min_batch,
+            switch_interval_ms=args.switch_interval_ms,
+            **kw,
+        )
+
+    rep["dask_contenders"] = []
+    if args.contender_workers:
+        cw = args.contender_workers
+        ctpw = max(1, k_shards // cw)
+        for kind in ("null", "gigatoken") if args.null else ("gigatoken",):
+            r = dask_run(work / f"out-dask-{kind}", cw, contender=kind, tpw=ctpw)
+            med = statistics.median(r["seconds"])
+            exact = [e["bin"]["sha256"] for e in r["entries"]] == ref_hashes
+            rep["dask_contenders"].append(
+                {
+                    "name": kind,
+                    "workers": r["workers"],
+                    "threads_per_worker": r["threads_per_worker"],
+                    "seconds": r["seconds"],
+                    "median_s": med,
+                    "GBps": nbytes / med / 1e9,
+                    "exact": exact or kind == "null",
+                    "cpu_busy": r["cpu_busy"],
+                    "stage_seconds": {k: round(v, 3) for k, v in r["stage_seconds"].items()},
+                }
+            )
+            log(
+                f"{kind} on {r['workers']} Dask workers x {r['threads_per_worker']} shards: "
+                f"{med:.3f} s, {nbytes / med / 1e9:.3f} GB/s, host cores busy {r['cpu_busy']}"
+            )
+            log_stages(f"{kind} (dask)", r["stage_seconds"])
+            shutil.rmtree(work / f"out-dask-{kind}", ignore_errors=True)
+
+    rep["gputok"] = []
+    per_gpu = [int(x) for x in args.workers_per_gpu.split(",") if x.strip()] or [None]
+    for w, pw in [(w, pw) for pw in per_gpu for w in counts]:
+        on_gpu_machine = gpus > 0 and args.device != "cpu"
+        r = dask_run(
+            work / f"out-gputok-{w}",
+            None if on_gpu_machine else w,
+            gpus=w if on_gpu_machine else None,
+            workers_per_gpu=pw,
+            tpw=args.threads_per_worker,
         )
         s = statistics.median(r["seconds"])
         on_gpu = "cuda" in r["devices"]
         exact = [e["bin"]["sha256"] for e in r["entries"]] == ref_hashes
         rep["gputok"].append(
             {
+                "gpus": r["gpus"],
+                "workers_per_gpu": r["workers_per_gpu"],
                 "workers": r["workers"],
                 "devices": r["devices"],
                 "threads": r["threads"],
@@ -673,7 +811,7 @@ def main() -> int:
             }
         )
         log(
-            f"gputok x{w} ({'/'.join(r['devices'])}, {r['threads_per_worker']} shard(s) per "
+            f"gputok x{w}, {pw} per GPU ({'/'.join(r['devices'])}, {r['threads_per_worker']} shard(s) per "
             f"worker at once): {s:.3f} s, {nbytes / s / 1e9:.3f} GB/s, "
             f"{'exact' if exact else 'MISMATCH vs gigatoken'}, host cores busy {r['cpu_busy']}"
         )

@@ -455,6 +455,8 @@ def test_cli_run_and_errors(tmp_path, docs, ref, capsys):
     check_output(tmp_path / "out3", ref, docs)
     assert cli.main([*args2, "--threads-per-worker", "0", "--overwrite"]) == 1
     assert "threads_per_worker must be >= 1" in capsys.readouterr().err
+    assert cli.main([*args2, "--workers-per-gpu", "0", "--overwrite"]) == 1
+    assert "workers_per_gpu must be >= 1" in capsys.readouterr().err
     args[3] = str(tmp_path / "out2")
     assert cli.main([*args, "--field", "body"]) == 1
     assert "no field 'body'" in capsys.readouterr().err

@@ -145,13 +145,14 @@ std::vector<SpecialToken> to_specials(const py::dict& specials) {
 class Core {
  public:
   Core(std::shared_ptr<const Vocab> vocab, const std::string& device, int device_id,
-       size_t pool_limit, bool gpu_pretokenize)
+       size_t pool_limit, bool gpu_pretokenize, bool blocking_sync)
       : vocab_(vocab), encoder_(vocab) {
     if (device == "cuda") {
       GpuOptions o;
       o.device_id = device_id;
       o.pool_limit_bytes = pool_limit;
       o.gpu_pretokenize = gpu_pretokenize;
+      o.blocking_sync = blocking_sync;
       gpu_ = std::make_unique<GpuEncoder>(vocab, o);
     } else if (device != "cpu") {
       throw py::value_error("device must be 'cpu' or 'cuda', got '" + device + "'");
@@ -403,9 +404,10 @@ PYBIND11_MODULE(_core, m) {
   });
 
   py::class_<Core>(m, "Core")
-      .def(py::init<std::shared_ptr<const Vocab>, const std::string&, int, size_t, bool>(),
+      .def(py::init<std::shared_ptr<const Vocab>, const std::string&, int, size_t, bool, bool>(),
            py::arg("vocab"), py::arg("device") = "cpu", py::arg("device_id") = 0,
-           py::arg("pool_limit") = 0, py::arg("gpu_pretokenize") = true)
+           py::arg("pool_limit") = 0, py::arg("gpu_pretokenize") = true,
+           py::arg("blocking_sync") = false)
       .def("encode_flat", &Core::encode_flat, py::arg("texts"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"), py::arg("algorithm"))
       .def("encode_flat_buffer", &Core::encode_flat_buffer, py::arg("data"), py::arg("offsets"),

@@ -79,6 +79,12 @@ struct GpuOptions {
   // Calls with fewer bytes of text than this run on the CPU path (Encoder::encode_batch_gpu):
   // a few hundred tokens take ~15 us there and ~55 us through a launch, copies and a sync.
   size_t cpu_below_bytes = 0;
+  // true: a call waits for the device on a blocking-sync event (the thread sleeps) instead of
+  // cudaStreamSynchronize's spin. The spin answers a few microseconds sooner, which matters
+  // for one short text; the sleep frees the core, which matters when several processes share
+  // a GPU and each would otherwise spin through the others' kernels too (corpus workers:
+  // 2026-11-23, H200 host, docs/benchmarks.md).
+  bool blocking_sync = false;
 };
 
 class GpuEncoder {

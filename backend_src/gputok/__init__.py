@@ -57,7 +57,9 @@ def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokeni
 
     device: "auto" (the GPU when usable, else the CPU), "cpu" or "cuda" (raises
     CudaUnavailableError where no GPU can be used). algorithm: the GPU merge method, one of
-    ALGORITHMS. options: device_id, pool_limit_bytes, gpu_pretokenize.
+    ALGORITHMS. options: device_id, pool_limit_bytes, gpu_pretokenize, blocking_sync (GPU calls
+    wait asleep instead of spinning: frees a core per waiting caller for a few microseconds
+    of latency; the corpus workers use it).
     """
     return Tokenizer(
         gpt2_vocab(), GPT2_SPECIALS, name="gpt2", device=device, algorithm=algorithm, **options

@@ -56,6 +56,7 @@ class Tokenizer:
         device_id: int = 0,
         pool_limit_bytes: int = 0,
         gpu_pretokenize: bool = True,
+        blocking_sync: bool = False,
     ):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
@@ -64,7 +65,9 @@ class Tokenizer:
         self.algorithm = algorithm
         self._vocab = vocab
         self._special_tokens = dict(special_tokens)
-        self._core = _core.Core(vocab, self.device, device_id, pool_limit_bytes, gpu_pretokenize)
+        self._core = _core.Core(
+            vocab, self.device, device_id, pool_limit_bytes, gpu_pretokenize, blocking_sync
+        )
         self._default_policy = self._policy(frozenset(), "all")
 
     # -- properties ---------------------------------------------------------------------

@@ -94,6 +94,14 @@ def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
         help="local cluster workers (default: one per GPU, else min(cores, 8))",
     )
     p.add_argument(
+        "--workers-per-gpu",
+        type=int,
+        default=None,
+        metavar="P",
+        help="local worker processes per GPU, each with its own tokenizer (default: "
+        "min(4, cores / (4 x GPUs)))",
+    )
+    p.add_argument(
         "--threads",
         type=int,
         default=None,
@@ -106,7 +114,7 @@ def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="shards each local worker tokenizes at once, sharing its tokenizer (default: "
-        "min(4, cores / (2 x GPUs)) on GPU workers, 1 on CPU workers)",
+        "min(4, cores / (GPUs x workers per GPU)) on GPU workers, 1 on CPU workers)",
     )
     p.add_argument(
         "--no-processes",
@@ -176,6 +184,7 @@ def _run_corpus(args: argparse.Namespace) -> int:
             batch_bytes=args.batch_mb << 20,
             min_batch_bytes=None if args.min_batch_mb is None else int(args.min_batch_mb * 2**20),
             threads_per_worker=args.threads_per_worker,
+            workers_per_gpu=args.workers_per_gpu,
             fsync=not args.no_fsync,
         )
     except (CorpusError, CudaUnavailableError, ValueError, OSError) as e:

@@ -86,6 +86,8 @@ GPU_MIN_BATCH_BYTES = 4 << 20
 # Shards a GPU worker tokenizes at once (Dask threads per worker) at most; see
 # default_threads_per_worker.
 MAX_GPU_THREADS_PER_WORKER = 4
+# Worker processes per GPU of a local cluster at most; see default_workers_per_gpu.
+MAX_GPU_WORKERS_PER_GPU = 4
 
 _EXTENSIONS = {
     ".txt": "text",
@@ -742,7 +744,10 @@ def _tokenizer(device: str, device_id: int):
         if tok is None:
             import gputok
 
-            opts = {"device_id": device_id} if device != "cpu" else {}
+            # GPU calls sleep while the device works (blocking_sync) instead of spinning: a
+            # worker runs several shards and there may be several workers per GPU, whose
+            # spinning threads took cores from Parquet decoding and hashing.
+            opts = {"device_id": device_id, "blocking_sync": True} if device != "cpu" else {}
             tok = gputok.gpt2(device=device, **opts)
             if tok.n_vocab - 1 > MAX_ID:
                 raise CorpusError(f"{tok.name}: {tok.n_vocab} ids do not fit uint16")
@@ -1191,23 +1196,42 @@ def local_gpus(device: str = "auto") -> int:
     return 0
 
 
-def default_threads_per_worker(gpus: int, cores: int | None = None) -> int:
-    """Shards a local worker tokenizes at once (Dask threads per worker) by default.
+def default_workers_per_gpu(gpus: int, cores: int | None = None) -> int:
+    """Worker processes per GPU of a local cluster by default: min(MAX_GPU_WORKERS_PER_GPU,
+    cores / (4 x GPUs)), at least 1 (4 on a 16-core host with one GPU, or 32 cores with two).
 
-    GPU workers: min(MAX_GPU_THREADS_PER_WORKER, cores / (2 x GPUs)), at least 1. One shard's
-    pipeline is capped by its reader (Parquet snappy decoding runs on one core, ~0.5 GB/s on
-    an H200 host) and then its writer thread (pack + sha256, ~0.8 GB/s), well below the GPU
-    tokenizer (~2.3 GB/s), so a GPU worker needs ~4 shards in flight to keep its GPU busy;
-    each busy shard keeps ~2 cores busy (reader, writer; the tokenizing thread mostly waits
-    on the GPU), hence the cores / (2 x GPUs) bound. All threads of a worker share its one
-    tokenizer. CPU workers: 1. The CPU tokenizer is the bound there (~10x slower than the
-    pipeline), and a local CPU cluster already has min(cores, 8) workers, so as many shards
-    in flight, each call on cores / workers threads; more per worker mostly costs memory
-    (see the notes at the top of this module)."""
+    Why several: a GPU worker's host work per GB of text (Parquet decoding ~2.2 core-s,
+    gputok's staging, UTF-8 check and copies ~1.2, packing, sha256 and writing ~1.3;
+    bench/corpus_stages.py on the H200 host) runs on many threads of one interpreter, which
+    take turns on the GIL between their native calls; separate processes on the same GPU do
+    not, and their calls interleave on the device. One GPU on the 16-core H200 host
+    (2026-11-23, tmpfs, 1.36 GB in 64 Parquet shards): 1 worker 0.86-0.89 GB/s, 2 workers
+    1.36-1.47, 3 (2 shards each) 1.20, 4 1.53-1.75."""
     if gpus <= 0:
         return 1
     cores = cores or _cpu_count()
-    return max(1, min(MAX_GPU_THREADS_PER_WORKER, cores // (2 * gpus)))
+    return max(1, min(MAX_GPU_WORKERS_PER_GPU, cores // (4 * gpus)))
+
+
+def default_threads_per_worker(
+    gpus: int, cores: int | None = None, workers_per_gpu: int = 1
+) -> int:
+    """Shards a local worker tokenizes at once (Dask threads per worker) by default.
+
+    GPU workers: min(MAX_GPU_THREADS_PER_WORKER, cores / (GPUs x workers per GPU)), at least
+    1: about one shard in flight per core. One shard's pipeline is a chain of one-core stages
+    (its reader decodes Parquet, ~0.45 GB/s; its writer packs, hashes and writes, ~0.8 GB/s),
+    far below the GPU (~3 GB/s end to end), and each stage also waits on the others, so a GPU
+    needs many shards in flight; on the 16-core H200 host 4 workers x 4 shards beat 4 x 2 and
+    3 x 2 (2026-11-23). All threads of a worker share its one tokenizer. CPU workers: 1. The
+    CPU tokenizer is the bound there (~10x slower than the pipeline), and a local CPU cluster
+    already has min(cores, 8) workers, so as many shards in flight, each call on cores /
+    workers threads; more per worker mostly costs memory (see the notes at the top of this
+    module)."""
+    if gpus <= 0:
+        return 1
+    cores = cores or _cpu_count()
+    return max(1, min(MAX_GPU_THREADS_PER_WORKER, cores // (gpus * max(1, workers_per_gpu))))
 
 
 def local_cluster(
@@ -1218,52 +1242,146 @@ def local_cluster(
     dashboard: bool = True,
     threads_per_worker: int | None = None,
     log: Callable[[str], None] = print,
+    workers_per_gpu: int | None = None,
+    gpus: int | None = None,
 ):
     """(client, cluster): the local cluster ``tokenize_corpus`` starts when given no client.
-    With a usable GPU: one worker per GPU (dask-cuda's LocalCUDACluster where installed, else
-    plain workers that pick their GPU by worker name); else min(cores, 8) CPU workers. Each
-    worker runs ``threads_per_worker`` shards at once (None: default_threads_per_worker).
-    Pass the client to ``tokenize_corpus(client=...)``; close both when done."""
+    With a usable GPU: ``workers_per_gpu`` worker processes per GPU (None:
+    default_workers_per_gpu; one: dask-cuda's LocalCUDACluster where installed; else plain
+    workers that pick their GPU by worker name), on the first ``gpus`` GPUs (None: all
+    visible); else min(cores, 8) CPU workers.
+    Each worker runs ``threads_per_worker`` shards at once (None:
+    default_threads_per_worker). Pass the client to ``tokenize_corpus(client=...)``; close
+    both when done."""
     client, cluster, _, _ = _make_client(
-        None, n_workers, processes, device, dashboard, log, threads_per_worker
+        None,
+        n_workers,
+        processes,
+        device,
+        dashboard,
+        log,
+        threads_per_worker,
+        workers_per_gpu=workers_per_gpu,
+        gpus=gpus,
     )
     return client, cluster
 
 
-def _make_client(scheduler, n_workers, processes, device, dashboard, log, threads_per_worker):
+def _make_client(
+    scheduler,
+    n_workers,
+    processes,
+    device,
+    dashboard,
+    log,
+    threads_per_worker,
+    *,
+    workers_per_gpu: int | None = None,
+    gpus: int | None = None,
+):
     """(client, cluster or None, GPUs per host, choose the GPU by worker name). The GPU facts
     also ride on the client (``_gputok_gpu_info``) for runs that are handed the client."""
     client, cluster, gpus, by_name = _start_client(
-        scheduler, n_workers, processes, device, dashboard, log, threads_per_worker
+        scheduler,
+        n_workers,
+        processes,
+        device,
+        dashboard,
+        log,
+        threads_per_worker,
+        workers_per_gpu,
+        gpus,
     )
     client._gputok_gpu_info = (gpus, by_name)
     return client, cluster, gpus, by_name
 
 
-def _start_client(scheduler, n_workers, processes, device, dashboard, log, threads_per_worker):
-    from distributed import Client, LocalCluster
+# glibc malloc settings for the worker processes of local clusters. Dask's nanny starts them
+# with MALLOC_TRIM_THRESHOLD_=65536 (hand freed memory back to the kernel at once, against
+# fragmentation), and glibc serves big blocks with mmap anyway: so every batch's token arrays
+# (int32 ids, uint16 shard data, ~2.7 bytes per byte of text) came as fresh pages, faulted in
+# one by one as they were written (240 minor faults per MB of text in the tokenize stage,
+# bench/corpus_stages.py). Keeping freed memory (up to the workers' peak, a few batches)
+# and serving blocks up to 1 GiB from the heap reuses the pages. GPUTOK_CORPUS_KEEP_MEMORY=0
+# keeps Dask's settings (ablation).
+WORKER_MALLOC_ENV = {
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+    "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+    "MALLOC_TOP_PAD_": str(64 << 20),
+}
+
+
+def _worker_spawn_config() -> dict:
+    """dask.config for starting local workers: the malloc settings above (applied by the
+    nanny before it spawns a worker, which is when glibc reads them)."""
+    if os.environ.get("GPUTOK_CORPUS_KEEP_MEMORY", "1") == "0":
+        return {}
+    return {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC_ENV.items()}
+
+
+def _start_client(
+    scheduler,
+    n_workers,
+    processes,
+    device,
+    dashboard,
+    log,
+    threads_per_worker,
+    workers_per_gpu=None,
+    use_gpus=None,
+):
+    from distributed import Client
 
     if threads_per_worker is not None and threads_per_worker < 1:
         raise ValueError(f"threads_per_worker must be >= 1, got {threads_per_worker}")
+    if workers_per_gpu is not None and workers_per_gpu < 1:
+        raise ValueError(f"workers_per_gpu must be >= 1, got {workers_per_gpu}")
+    if use_gpus is not None and use_gpus < 1:
+        raise ValueError(f"gpus must be >= 1, got {use_gpus}")
     if scheduler:
         if threads_per_worker is not None:
             log("threads per worker: set by the workers of a running cluster (--nthreads)")
         client = Client(scheduler)
         return client, None, 0, False
+    import dask
+
+    with dask.config.set(_worker_spawn_config()):
+        return _start_local(
+            n_workers,
+            processes,
+            device,
+            dashboard,
+            log,
+            threads_per_worker,
+            workers_per_gpu,
+            use_gpus,
+        )
+
+
+def _start_local(
+    n_workers, processes, device, dashboard, log, threads_per_worker, workers_per_gpu, use_gpus
+):
+    from distributed import Client, LocalCluster
+
     gpus = local_gpus(device)
-    tpw = threads_per_worker or default_threads_per_worker(gpus)
+    if gpus and use_gpus is not None:
+        gpus = min(gpus, use_gpus)
+    workers_per_gpu = workers_per_gpu or default_workers_per_gpu(gpus)
+    tpw = threads_per_worker or default_threads_per_worker(gpus, workers_per_gpu=workers_per_gpu)
     if gpus:
         try:
             from dask_cuda import LocalCUDACluster
         except ImportError:
             LocalCUDACluster = None
-        n = n_workers or gpus
-        if LocalCUDACluster is not None:
+        n = n_workers or gpus * workers_per_gpu
+        # dask-cuda places one worker per GPU; more per GPU, or fewer GPUs than visible, need
+        # the plain workers that choose their GPU by name (worker i: GPU i mod gpus).
+        if LocalCUDACluster is not None and workers_per_gpu == 1 and use_gpus is None:
             cluster = LocalCUDACluster(
                 n_workers=n, threads_per_worker=tpw, **_dashboard_kwargs(dashboard)
             )
             return Client(cluster), cluster, gpus, False
-        log(f"dask-cuda is not installed: {n} plain workers, GPU chosen by worker name")
+        log(f"{n} plain workers on {gpus} GPU(s), each GPU chosen by worker name")
         cluster = LocalCluster(
             n_workers=n, threads_per_worker=tpw, processes=processes, **_dashboard_kwargs(dashboard)
         )
@@ -1346,6 +1464,7 @@ def tokenize_corpus(
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     min_batch_bytes: int | None = None,
     threads_per_worker: int | None = None,
+    workers_per_gpu: int | None = None,
     fsync: bool = True,
     log: Callable[[str], None] | None = None,
     _fault: dict | None = None,
@@ -1361,7 +1480,10 @@ def tokenize_corpus(
     worker) on a local cluster, else 0 = all cores, calls taking turns on the pool).
     threads_per_worker: shards each local worker tokenizes at once, sharing its tokenizer
     (None: default_threads_per_worker: up to 4 on GPU workers, 1 on CPU workers; a given
-    client or scheduler keeps its workers' threads). batch_bytes / min_batch_bytes: the most
+    client or scheduler keeps its workers' threads). workers_per_gpu: local worker processes
+    per GPU, each with its own tokenizer on that GPU (None: default_workers_per_gpu, up to 4:
+    a GPU's host-side work, Parquet decoding, packing, hashing, then runs in several
+    interpreters). batch_bytes / min_batch_bytes: the most
     / the fewest bytes of text per tokenizer call (a shard is cut into at least 4 calls; None:
     4 MB on the GPU, 1 MB on the CPU). client / scheduler: an existing distributed.Client, or a scheduler address; neither
     starts a LocalCluster (LocalCUDACluster, one worker per GPU, where dask-cuda is installed
@@ -1396,10 +1518,17 @@ def tokenize_corpus(
     gpus, by_name = getattr(client, "_gputok_gpu_info", (0, False))
     if own:
         client, cluster, gpus, by_name = _make_client(
-            scheduler, n_workers, processes, device, dashboard, log, threads_per_worker
+            scheduler,
+            n_workers,
+            processes,
+            device,
+            dashboard,
+            log,
+            threads_per_worker,
+            workers_per_gpu=workers_per_gpu,
         )
-    elif threads_per_worker is not None:
-        log("threads_per_worker: ignored, the given client's workers keep their threads")
+    elif threads_per_worker is not None or workers_per_gpu is not None:
+        log("threads_per_worker / workers_per_gpu: ignored, the given client keeps its workers")
     try:
         info = client.scheduler_info(n_workers=-1).get("workers", {})
         workers = max(1, len(info))

@@ -159,6 +159,7 @@ struct GpuEncoder::Impl {
   cudaStream_t stream = nullptr;
   cudaEvent_t ev0 = nullptr, ev1 = nullptr;
   cudaEvent_t ev_pre = nullptr, ev_merge = nullptr, ev_mid = nullptr;  // GPUTOK_GPU_PROFILE=1
+  cudaEvent_t ev_sync = nullptr;  // blocking-sync event (GpuOptions::blocking_sync)
   bool profile = false;
   bool use_cache = true;      // GPUTOK_GPU_NO_CACHE=1 turns the whole-piece cache off (ablation)
   PerWordOptions per_word;    // ablation switches from the environment (kernels.cuh)
@@ -198,8 +199,20 @@ struct GpuEncoder::Impl {
     if (ev_pre) cudaEventDestroy(ev_pre);
     if (ev_merge) cudaEventDestroy(ev_merge);
     if (ev_mid) cudaEventDestroy(ev_mid);
+    if (ev_sync) cudaEventDestroy(ev_sync);
     if (graph_exec) cudaGraphExecDestroy(graph_exec);
     if (stream) cudaStreamDestroy(stream);
+  }
+
+  // Waits for everything queued on the stream: spinning (cudaStreamSynchronize under the
+  // default schedule) or, with blocking_sync, asleep on an event.
+  void wait_for_stream() {
+    if (!ev_sync) {
+      GPUTOK_CUDA(cudaStreamSynchronize(stream));
+      return;
+    }
+    GPUTOK_CUDA(cudaEventRecord(ev_sync, stream));
+    GPUTOK_CUDA(cudaEventSynchronize(ev_sync));
   }
 
   float run_chunk(const std::vector<std::string_view>& segments, const Unit* units, size_t n_units,
@@ -222,6 +235,9 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
   GPUTOK_CUDA(cudaEventCreate(&impl->ev_pre));
   GPUTOK_CUDA(cudaEventCreate(&impl->ev_merge));
   GPUTOK_CUDA(cudaEventCreate(&impl->ev_mid));
+  if (options.blocking_sync)
+    GPUTOK_CUDA(
+        cudaEventCreateWithFlags(&impl->ev_sync, cudaEventBlockingSync | cudaEventDisableTiming));
   const char* prof = std::getenv("GPUTOK_GPU_PROFILE");
   impl->profile = prof && *prof && *prof != '0';
   const char* nocache = std::getenv("GPUTOK_GPU_NO_CACHE");
@@ -542,7 +558,7 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   if (small)
     GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base() + head, c.ids_out, size_t(n) * 4,
                                 cudaMemcpyDeviceToHost, stream));
-  GPUTOK_CUDA(cudaStreamSynchronize(stream));
+  wait_for_stream();
   const uint32_t total = reinterpret_cast<const uint32_t*>(pin_out.base())[2];
   std::vector<uint32_t> unit_ends(n_units);
   std::memcpy(unit_ends.data(), pin_out.base() + 64, n_units * 4);
@@ -553,7 +569,7 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
     pin_out.ensure(size_t(total) * 4, counters.pinned_allocs);
     GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.ids_out, size_t(total) * 4,
                                 cudaMemcpyDeviceToHost, stream));
-    GPUTOK_CUDA(cudaStreamSynchronize(stream));
+    wait_for_stream();
   }
   const auto t_synced = clk::now();
   float ms = 0.0f;

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Where one corpus worker's host time goes, per stage, on one thread (issue 7).
+
+Reads Parquet shards of the bench corpus the way ``gputok corpus`` does, then runs each
+batch through the stages of ``tokenize_shard`` one after another (no overlap), timing wall
+and process CPU time (all threads: the tokenizer's copy pool counts) of each: Parquet
+decoding, tokenizing (gputok on the GPU or CPU, or gigatoken), uint16 + <|endoftext|> packing,
+sha256, writing. The CPU seconds per GB of text are what several shards in flight compete
+for on a host; the GPU's own time is beside them.
+
+    python bench/corpus_stages.py [--device cuda] [--scale 2] [--shards 8] [--gigatoken]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+for p in (REPO / "bench", REPO / "tests", REPO / "backend_src"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+
+class Clock:
+    """Wall and process-CPU seconds and minor page faults (fresh memory touched) summed per
+    stage."""
+
+    def __init__(self):
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self.faults: dict[str, int] = {}
+
+    def time(self, stage: str, fn, *args, **kw):
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        w0, c0 = time.perf_counter(), time.process_time()
+        out = fn(*args, **kw)
+        self.wall[stage] = self.wall.get(stage, 0.0) + time.perf_counter() - w0
+        self.cpu[stage] = self.cpu.get(stage, 0.0) + time.process_time() - c0
+        df = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+        self.faults[stage] = self.faults.get(stage, 0) + df
+        return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--scale", type=int, default=2)
+    ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--gigatoken", action="store_true", help="gigatoken as the tokenizer")
+    ap.add_argument("--min-batch-mb", type=float, default=None)
+    args = ap.parse_args()
+
+    from bench_corpus import GigatokenAdapter, write_inputs
+
+    import gputok
+    from corpus_fixture import load_corpus
+    from gputok import corpus as C
+
+    work = Path(
+        tempfile.mkdtemp(
+            prefix="gputok-stages-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+        )
+    )
+    inputs, nbytes, ndocs = write_inputs(
+        work, "parquet", load_corpus("bench") * args.scale, args.shards
+    )
+    if args.gigatoken:
+        tok = GigatokenAdapter()
+    else:
+        opts = {"blocking_sync": True} if args.device != "cpu" else {}
+        tok = gputok.gpt2(device=args.device, **opts)
+    dev = getattr(tok, "device", "?")
+    min_batch = (
+        int(args.min_batch_mb * 2**20)
+        if args.min_batch_mb
+        else (C.GPU_MIN_BATCH_BYTES if dev == "cuda" else C.MIN_BATCH_BYTES)
+    )
+    spec = {"errors": "strict", "skip_empty": False, "num_threads": 0}
+    clock = Clock()
+    paths = sorted(str(p) for p in Path(inputs).glob("*.parquet"))
+    for _rep in range(2):  # the first pass warms up (pools, caches); the second is reported
+        clock = Clock()
+        calls = 0
+        for path in paths:
+            reader = C.read_parquet(path, "text", C.DEFAULT_BATCH_BYTES, min_batch_bytes=min_batch)
+            out = open(os.path.join(work, "out.bin"), "wb")  # noqa: SIM115
+            h = hashlib.sha256()
+            while True:
+                batch = clock.time("parquet decode", next, reader, None)
+                if batch is None:
+                    break
+                calls += 1
+                ids, offsets, *_ = clock.time("tokenize", C._encode_batch, tok, batch, spec)
+                packed, ends, _bad = clock.time("pack uint16+eot", C._pack, ids, offsets, 50256)
+                clock.time("sha256", h.update, memoryview(packed).cast("B"))
+                clock.time("write", out.write, memoryview(packed).cast("B"))
+            out.close()
+    total_w, total_c = sum(clock.wall.values()), sum(clock.cpu.values())
+    print(
+        f"{nbytes / 1e6:.1f} MB of text, {ndocs} documents, {len(paths)} shards, {calls} tokenizer "
+        f"calls, tokenizer {type(tok).__name__} on {dev}, min batch {min_batch / 2**20:g} MB"
+    )
+    print(
+        f"{'stage':<18}{'wall s':>8}{'CPU s':>8}{'CPU s/GB':>10}{'GB/s (wall)':>13}"
+        f"{'page faults/MB':>16}"
+    )
+    for st in clock.wall:
+        w, c, f = clock.wall[st], clock.cpu[st], clock.faults[st]
+        print(
+            f"{st:<18}{w:8.3f}{c:8.3f}{c / (nbytes / 1e9):10.2f}{nbytes / 1e9 / w:13.2f}"
+            f"{f / (nbytes / 1e6):16.1f}"
+        )
+    print(
+        f"{'all':<18}{total_w:8.3f}{total_c:8.3f}{total_c / (nbytes / 1e9):10.2f}{nbytes / 1e9 / total_w:13.2f}"
+    )
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
