@@ -508,7 +508,11 @@ def read_parquet(
             "reading Parquet needs pyarrow: pip install -r requirements/corpus.txt"
         ) from e
     try:
-        pf = pq.ParquetFile(path)
+        # pre_buffer: each row group's column chunk is read in one coalesced request instead
+        # of page by page through a buffered stream. A small gain: 2.23 -> 2.11 CPU s per GB
+        # of text decoded (best of 6, the bench corpus in 4 shards, 2-core dev VM,
+        # 2026-11-23); decoding itself (snappy, PLAIN byte arrays) is the rest.
+        pf = pq.ParquetFile(path, pre_buffer=True)
     except (OSError, pa.ArrowException) as e:
         raise CorpusInputError(f"{path}: cannot read as Parquet: {e}") from e
     schema = pf.schema_arrow
