@@ -19,6 +19,9 @@ def test_cuda_unavailable_is_clear():
     with pytest.raises(gputok.CudaUnavailableError, match="not available"):
         gputok.gpt2(device="cuda")
     assert gputok.gpt2(device="auto").device == "cpu"
+    # GPU-only options are accepted, and change nothing, on the CPU path.
+    cpu = gputok.gpt2(device="auto", blocking_sync=True)
+    assert cpu.device == "cpu" and cpu.encode("hello world") == [31373, 995]
 
 
 def test_bad_arguments():

@@ -408,13 +408,15 @@ def test_regression_compaction_at_tile_edges(gpus, cpu, tt):
         check_all(texts, gpus, cpu, tt, label="tile edges")
 
 
-def test_concurrent_calls_share_one_gpu_tokenizer(corpus, tt):
+@pytest.mark.parametrize("blocking_sync", [False, True], ids=["spin", "blocking-sync"])
+def test_concurrent_calls_share_one_gpu_tokenizer(corpus, tt, blocking_sync):
     """Threads calling one GPU tokenizer at once (as a corpus worker's shards do): the encoder
     serializes its device work itself, and every thread gets its own ids, whichever path
-    (one block, cooperative, multi-kernel) its input takes, one text or a batch."""
+    (one block, cooperative, multi-kernel) its input takes, one text or a batch; with the
+    default spin-wait and with blocking_sync (the corpus workers' setting)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    g = gputok.gpt2(device="cuda")
+    g = gputok.gpt2(device="cuda", blocking_sync=blocking_sync)
     joined = "".join(corpus[:2000])
     texts = [joined[:n] for n in (300, 5_000, 40_000, 200_000, 1_500_000, 3_000_000)] * 4
     want = tt.encode_ordinary_batch(texts, num_threads=8)
