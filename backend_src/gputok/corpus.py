@@ -40,7 +40,13 @@ fsync), gigatoken 0.51-0.70. Packing in native code with the GIL released (_pack
 took the writer waits from 5-6 s to 0.3 s (summed over shards); fsync to one disk and reading
 are the bound now, the GPU encodes ~1-3 s of the shards' time (docs/benchmarks.md). Early
 writeback (_HashedFile, 07:51 UTC): one GPU 0.77 -> 0.89 GB/s on that disk, fsyncs 2.3 -> 1.3 s
-summed; on tmpfs one GPU 1.15-1.27 GB/s and two 1.52-1.86 (scale 8-32).
+summed; on tmpfs one GPU 1.15-1.27 GB/s and two 1.52-1.86 (scale 8-32). 2026-11-23, one H200
+on a 16-core host, 1.36 GB in 64 Parquet shards on tmpfs: several worker processes per GPU
+(default_workers_per_gpu) took one GPU from 0.86-0.97 to 1.65-1.89 GB/s (threads of one
+worker take turns on its GIL between native calls), keeping freed memory in the workers
+(WORKER_MALLOC_ENV) 1.60 -> 1.75; per GB of text a GPU worker's pipeline costs ~4.9 CPU s
+(Parquet 2.2, gputok's host side 1.2, pack 0.4, sha256 0.7, write 0.3) and gigatoken's ~12,
+so the host's cores bound both (bench/corpus_stages.py, docs/benchmarks.md).
 """
 
 from __future__ import annotations
