@@ -398,9 +398,17 @@ PYBIND11_MODULE(_core, m) {
         return py::make_tuple(out, ends, bad);
       },
       py::arg("ids"), py::arg("offsets"), py::arg("sep"));
-  m.def("utf8_first_invalid", [](const py::bytes& b) {
-    std::string s = b;
-    return utf8_first_invalid(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  // Bytes-like in, offset out; no copy of the buffer (the GIL is released while scanning).
+  m.def("utf8_first_invalid", [](const py::object& data) {
+    const ByteBuffer buf(data);
+    py::gil_scoped_release release;
+    return utf8_first_invalid(static_cast<const uint8_t*>(buf.view.buf), size_t(buf.view.len));
+  });
+  m.def("utf8_first_invalid_reference", [](const py::object& data) {
+    const ByteBuffer buf(data);
+    py::gil_scoped_release release;
+    return utf8_first_invalid_reference(static_cast<const uint8_t*>(buf.view.buf),
+                                        size_t(buf.view.len));
   });
 
   py::class_<Core>(m, "Core")
