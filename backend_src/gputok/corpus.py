@@ -1329,6 +1329,29 @@ def _worker_spawn_config() -> dict:
     return {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC_ENV.items()}
 
 
+@contextlib.contextmanager
+def _worker_spawn_settings():
+    """The settings above while local workers start. The nanny lets this process's own
+    environment override its pre-spawn config, and it writes that config into this
+    environment when it spawns (so after any Dask cluster, MALLOC_TRIM_THRESHOLD_=65536 is
+    here): both are set for the start, and the environment is put back afterwards."""
+    import dask
+
+    cfg = _worker_spawn_config()
+    keys = [k.rsplit(".", 1)[1] for k in cfg]
+    old = {k: os.environ.get(k) for k in keys}
+    try:
+        os.environ.update({k: WORKER_MALLOC_ENV[k] for k in keys})
+        with dask.config.set(cfg):
+            yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _start_client(
     scheduler,
     n_workers,
@@ -1353,9 +1376,7 @@ def _start_client(
             log("threads per worker: set by the workers of a running cluster (--nthreads)")
         client = Client(scheduler)
         return client, None, 0, False
-    import dask
-
-    with dask.config.set(_worker_spawn_config()):
+    with _worker_spawn_settings():
         return _start_local(
             n_workers,
             processes,
