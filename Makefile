@@ -4,7 +4,7 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup build lint format audit test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick perf-inputs perf-concurrency perf-rate perf-protocols perf-ensemble perf-report soak serve gpu-check unicode-tables gpt2-files clean
+.PHONY: help setup build lint format audit test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick perf-inputs perf-concurrency perf-rate perf-protocols perf-ensemble perf-report soak serve gpu-check gpu-carry unicode-tables gpt2-files clean
 
 help:
 	@echo "make setup      venv, system and Python deps, build (idempotent)"
@@ -18,6 +18,7 @@ help:
 	@echo "make bench-corpus  corpus tokenization (Dask) vs gigatoken -> docs/benchmarks.md"
 	@echo "make lint       ruff + clang-format checks;  make format  rewrites"
 	@echo "make gpu-check  build, exactness and benchmarks on a GPU machine (scripts/gpu_check.sh)"
+	@echo "make gpu-carry  wheels, prebuilt module and corpus a GPU-machine call carries (docs/contributing.md)"
 
 setup:
 	@bash scripts/setup.sh
@@ -90,6 +91,9 @@ serve: setup
 
 gpu-check:
 	bash scripts/gpu_check.sh
+
+gpu-carry: setup
+	bash scripts/gpu_carry.sh
 
 unicode-tables: setup
 	$(PY) backend_src/tools/gen_unicode_tables.py
