@@ -544,7 +544,12 @@ def read_parquet(
     batch_rows = int(min(max(target // avg, 64), 1 << 20))
     row = 0
     try:
-        for rb in pf.iter_batches(batch_size=batch_rows, columns=[column]):
+        # use_threads=False: the column is decoded on this reader thread. One column gives
+        # Arrow's pool nothing to split, so the pool only adds hand-offs (2.2 -> 2.0 CPU s per
+        # GB, median of 6, dev VM, 2026-11-23; on the H200 host within run-to-run noise, one
+        # GPU 1.80 -> 1.83 GB/s) and, with a worker's shards all queueing on it, a shared
+        # bottleneck; the shards in flight are the parallelism.
+        for rb in pf.iter_batches(batch_size=batch_rows, columns=[column], use_threads=False):
             arr = rb.column(0)
             if arr.null_count:
                 first = next(i for i, v in enumerate(arr.is_null().to_pylist()) if v)
