@@ -1317,11 +1317,12 @@ def _make_client(
 # (int32 ids, uint16 shard data, ~2.7 bytes per byte of text) came as fresh pages, faulted in
 # one by one as they were written (240 minor faults per MB of text in the tokenize stage,
 # bench/corpus_stages.py). Keeping freed memory (up to the workers' peak, a few batches)
-# and serving blocks up to 1 GiB from the heap reuses the pages. GPUTOK_CORPUS_KEEP_MEMORY=0
+# and serving blocks up to 32 MiB from the heap (the largest mmap threshold 64-bit glibc
+# accepts: a 4-8 MB batch's arrays are below it) reuses the pages. GPUTOK_CORPUS_KEEP_MEMORY=0
 # keeps Dask's settings (ablation).
 WORKER_MALLOC_ENV = {
     "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-    "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
     "MALLOC_TOP_PAD_": str(64 << 20),
 }
 
