@@ -11,6 +11,7 @@ import os
 import random
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -298,16 +299,8 @@ def test_long_pieces_per_word(gpus, cpu, tt):
 
 def _gpu_with_env(**env):
     """A per_word GPU tokenizer built with GPUTOK_GPU_* switches (read at construction)."""
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with mock.patch.dict(os.environ, env):
         return gputok.gpt2(device="cuda")
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _mid_size_inputs(corpus):

@@ -1249,6 +1249,21 @@ def default_threads_per_worker(
     return max(1, min(MAX_GPU_THREADS_PER_WORKER, cores // (gpus * max(1, workers_per_gpu))))
 
 
+@dataclasses.dataclass(frozen=True)
+class _ClusterOptions:
+    """How to reach or start the cluster (tokenize_corpus's and local_cluster's arguments)."""
+
+    scheduler: str | None = None
+    n_workers: int | None = None
+    processes: bool = True
+    device: str = "auto"
+    dashboard: bool = True
+    log: Callable[[str], None] = print
+    threads_per_worker: int | None = None
+    workers_per_gpu: int | None = None
+    gpus: int | None = None  # use the first this many GPUs (None: all visible)
+
+
 def local_cluster(
     n_workers: int | None = None,
     *,
@@ -1268,47 +1283,18 @@ def local_cluster(
     Each worker runs ``threads_per_worker`` shards at once (None:
     default_threads_per_worker). Pass the client to ``tokenize_corpus(client=...)``; close
     both when done."""
-    client, cluster, _, _ = _make_client(
-        None,
-        n_workers,
-        processes,
-        device,
-        dashboard,
-        log,
-        threads_per_worker,
+    opts = _ClusterOptions(
+        n_workers=n_workers,
+        processes=processes,
+        device=device,
+        dashboard=dashboard,
+        log=log,
+        threads_per_worker=threads_per_worker,
         workers_per_gpu=workers_per_gpu,
         gpus=gpus,
     )
+    client, cluster, _, _ = _make_client(opts)
     return client, cluster
-
-
-def _make_client(
-    scheduler,
-    n_workers,
-    processes,
-    device,
-    dashboard,
-    log,
-    threads_per_worker,
-    *,
-    workers_per_gpu: int | None = None,
-    gpus: int | None = None,
-):
-    """(client, cluster or None, GPUs per host, choose the GPU by worker name). The GPU facts
-    also ride on the client (``_gputok_gpu_info``) for runs that are handed the client."""
-    client, cluster, gpus, by_name = _start_client(
-        scheduler,
-        n_workers,
-        processes,
-        device,
-        dashboard,
-        log,
-        threads_per_worker,
-        workers_per_gpu,
-        gpus,
-    )
-    client._gputok_gpu_info = (gpus, by_name)
-    return client, cluster, gpus, by_name
 
 
 # glibc malloc settings for the worker processes of local clusters. Dask's nanny starts them
@@ -1358,75 +1344,55 @@ def _worker_spawn_settings():
                 os.environ[k] = v
 
 
-def _start_client(
-    scheduler,
-    n_workers,
-    processes,
-    device,
-    dashboard,
-    log,
-    threads_per_worker,
-    workers_per_gpu=None,
-    use_gpus=None,
-):
+def _make_client(opts: _ClusterOptions):
+    """(client, cluster or None, GPUs per host, choose the GPU by worker name). The GPU facts
+    also ride on the client (``_gputok_gpu_info``) for runs that are handed the client."""
     from distributed import Client
 
-    if threads_per_worker is not None and threads_per_worker < 1:
-        raise ValueError(f"threads_per_worker must be >= 1, got {threads_per_worker}")
-    if workers_per_gpu is not None and workers_per_gpu < 1:
-        raise ValueError(f"workers_per_gpu must be >= 1, got {workers_per_gpu}")
-    if use_gpus is not None and use_gpus < 1:
-        raise ValueError(f"gpus must be >= 1, got {use_gpus}")
-    if scheduler:
-        if threads_per_worker is not None:
-            log("threads per worker: set by the workers of a running cluster (--nthreads)")
-        client = Client(scheduler)
-        return client, None, 0, False
-    with _worker_spawn_settings():
-        return _start_local(
-            n_workers,
-            processes,
-            device,
-            dashboard,
-            log,
-            threads_per_worker,
-            workers_per_gpu,
-            use_gpus,
-        )
+    if opts.threads_per_worker is not None and opts.threads_per_worker < 1:
+        raise ValueError(f"threads_per_worker must be >= 1, got {opts.threads_per_worker}")
+    if opts.workers_per_gpu is not None and opts.workers_per_gpu < 1:
+        raise ValueError(f"workers_per_gpu must be >= 1, got {opts.workers_per_gpu}")
+    if opts.gpus is not None and opts.gpus < 1:
+        raise ValueError(f"gpus must be >= 1, got {opts.gpus}")
+    if opts.scheduler:
+        if opts.threads_per_worker is not None:
+            opts.log("threads per worker: set by the workers of a running cluster (--nthreads)")
+        client, cluster, gpus, by_name = Client(opts.scheduler), None, 0, False
+    else:
+        with _worker_spawn_settings():
+            client, cluster, gpus, by_name = _start_local(opts)
+    client._gputok_gpu_info = (gpus, by_name)
+    return client, cluster, gpus, by_name
 
 
-def _start_local(
-    n_workers, processes, device, dashboard, log, threads_per_worker, workers_per_gpu, use_gpus
-):
+def _start_local(opts: _ClusterOptions):
     from distributed import Client, LocalCluster
 
-    gpus = local_gpus(device)
-    if gpus and use_gpus is not None:
-        gpus = min(gpus, use_gpus)
-    workers_per_gpu = workers_per_gpu or default_workers_per_gpu(gpus)
-    tpw = threads_per_worker or default_threads_per_worker(gpus, workers_per_gpu=workers_per_gpu)
+    gpus = local_gpus(opts.device)
+    if gpus and opts.gpus is not None:
+        gpus = min(gpus, opts.gpus)
+    per_gpu = opts.workers_per_gpu or default_workers_per_gpu(gpus)
+    tpw = opts.threads_per_worker or default_threads_per_worker(gpus, workers_per_gpu=per_gpu)
+    dash = _dashboard_kwargs(opts.dashboard)
     if gpus:
         try:
             from dask_cuda import LocalCUDACluster
         except ImportError:
             LocalCUDACluster = None
-        n = n_workers or gpus * workers_per_gpu
+        n = opts.n_workers or gpus * per_gpu
         # dask-cuda places one worker per GPU; more per GPU, or fewer GPUs than visible, need
         # the plain workers that choose their GPU by name (worker i: GPU i mod gpus).
-        if LocalCUDACluster is not None and workers_per_gpu == 1 and use_gpus is None:
-            cluster = LocalCUDACluster(
-                n_workers=n, threads_per_worker=tpw, **_dashboard_kwargs(dashboard)
-            )
+        if LocalCUDACluster is not None and per_gpu == 1 and opts.gpus is None:
+            cluster = LocalCUDACluster(n_workers=n, threads_per_worker=tpw, **dash)
             return Client(cluster), cluster, gpus, False
-        log(f"{n} plain workers on {gpus} GPU(s), each GPU chosen by worker name")
+        opts.log(f"{n} plain workers on {gpus} GPU(s), each GPU chosen by worker name")
         cluster = LocalCluster(
-            n_workers=n, threads_per_worker=tpw, processes=processes, **_dashboard_kwargs(dashboard)
+            n_workers=n, threads_per_worker=tpw, processes=opts.processes, **dash
         )
         return Client(cluster), cluster, gpus, True
-    n = n_workers or max(1, min(_cpu_count(), 8))
-    cluster = LocalCluster(
-        n_workers=n, threads_per_worker=tpw, processes=processes, **_dashboard_kwargs(dashboard)
-    )
+    n = opts.n_workers or max(1, min(_cpu_count(), 8))
+    cluster = LocalCluster(n_workers=n, threads_per_worker=tpw, processes=opts.processes, **dash)
     return Client(cluster), cluster, 0, False
 
 
@@ -1554,16 +1520,17 @@ def tokenize_corpus(
     cluster = None
     gpus, by_name = getattr(client, "_gputok_gpu_info", (0, False))
     if own:
-        client, cluster, gpus, by_name = _make_client(
-            scheduler,
-            n_workers,
-            processes,
-            device,
-            dashboard,
-            log,
-            threads_per_worker,
+        opts = _ClusterOptions(
+            scheduler=scheduler,
+            n_workers=n_workers,
+            processes=processes,
+            device=device,
+            dashboard=dashboard,
+            log=log,
+            threads_per_worker=threads_per_worker,
             workers_per_gpu=workers_per_gpu,
         )
+        client, cluster, gpus, by_name = _make_client(opts)
     elif threads_per_worker is not None or workers_per_gpu is not None:
         log("threads_per_worker / workers_per_gpu: ignored, the given client keeps its workers")
     try:
