@@ -91,7 +91,7 @@ def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         default=None,
-        help="local cluster workers (default: one per GPU, else min(cores, 8))",
+        help="local cluster workers (default: --workers-per-gpu on each GPU, else min(cores, 8))",
     )
     p.add_argument(
         "--workers-per-gpu",
