@@ -356,6 +356,7 @@ def test_pack_names_the_first_id_outside_uint16(dtype):
         ([1, 2, 65536, -1], 65536),
         ([1, -3, 70000, 4], -3),
         ([0, 65535, 1, 2], None),
+        ([1, 70000, -5, 2], 70000),  # both documents bad: the first in order
     ):
         _, _, bad = C._pack(np.array(ids, dtype=dtype), offsets, EOT)
         assert bad == first_bad
