@@ -4,7 +4,7 @@
 # the pipeline with no tokenizer, on tmpfs and on the disk. Needs what scripts/gpu_carry.sh
 # makes: run(carry=[".whl", ".gpucarry", ".carry"], command="bash scripts/gpu_corpus_bench.sh").
 #
-#   WORKERS=1,2 PER_GPU=1,2 SCALE=16 SHARDS=64 WHERE="shm disk" EXTRA="" bash scripts/gpu_corpus_bench.sh
+#   WORKERS=1,2 PER_GPU=1,4 SCALE=16 SHARDS=64 WHERE="shm disk" EXTRA="" bash scripts/gpu_corpus_bench.sh
 #
 # Results: bench/results/corpus-*.json, copied with the logs to $OUT.
 set -u -o pipefail
@@ -28,7 +28,7 @@ fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 echo "host cores: $(nproc)"
 WORKERS=${WORKERS:-1}
-PER_GPU=${PER_GPU:-1,2}
+PER_GPU=${PER_GPU-}  # empty: the library default (min(4, cores / (4 x GPUs)))
 SCALE=${SCALE:-16}
 SHARDS=${SHARDS:-64}
 REPEAT=${REPEAT:-2}
