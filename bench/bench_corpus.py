@@ -429,15 +429,17 @@ def markdown(rep: dict) -> tuple[str, str]:
         + "rename, manifest; cluster start-up, tokenizer loading and a warm-up run excluded. "
         "Median of "
         f"{rep['repeat']} run(s). gigatoken: the same pipeline in one process, "
-        f"{rep['gigatoken']['shards_at_once']} shard(s) at once, its rayon pool on all cores. "
-        "gputok: each worker runs `threads/worker` shards at once (Dask threads sharing its one "
-        "tokenizer); `tok. threads`: gputok CPU threads per call. Every gputok run's shards are "
-        "byte-identical to gigatoken's (sha256).",
+        f"{rep['gigatoken']['shards_at_once']} shard(s) at once, its rayon pool on all cores "
+        "(and, in the Dask rows, on W worker processes with cores / W rayon threads each). "
+        "gputok: `G GPU × P` is P worker processes on each of G GPUs; each worker runs "
+        "`threads/worker` shards at once (Dask threads sharing its one tokenizer); `tok. "
+        "threads`: gputok CPU threads per call; `vs 1 GPU`: against one GPU with as many "
+        "workers per GPU. Every gputok run's shards are byte-identical to gigatoken's (sha256).",
         f"- 1-min load average at the start: {rep['loadavg_start'][0]:.1f} (other work on the "
         "machine skews figures)",
         "",
         "| contender | workers | device | threads/worker (shards at once) | tok. threads | "
-        "min batch MB | seconds | GB/s of text | M tokens/s | vs gigatoken | vs 1 worker | "
+        "min batch MB | seconds | GB/s of text | M tokens/s | vs gigatoken | vs 1 GPU | "
         "host cores busy |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
