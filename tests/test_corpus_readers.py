@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -302,6 +303,48 @@ def test_default_workers_per_gpu():
     assert C.default_workers_per_gpu(8, 64) == 2
 
 
+def test_gpu_cluster_shape_and_gpu_by_worker_name(monkeypatch):
+    """On a GPU host a local cluster runs workers_per_gpu workers on each GPU (default
+    min(4, cores / (4 x GPUs))), about one shard per core, and worker i tokenizes on GPU
+    i mod GPUs. Simulated here (2 GPUs, 16 cores, workers as threads; nothing runs on them)."""
+    import distributed
+
+    monkeypatch.setattr(C, "local_gpus", lambda device="auto": 2)
+    monkeypatch.setattr(C, "_cpu_count", lambda: 16)
+    monkeypatch.setitem(sys.modules, "dask_cuda", None)  # plain workers, chosen by name
+    for kwargs, workers, threads, gpus in (
+        ({}, 4, 4, 2),  # 2 per GPU by default on 16 cores, 4 shards each
+        ({"workers_per_gpu": 4}, 8, 2, 2),
+        ({"gpus": 1}, 4, 4, 1),  # the first GPU only: 4 per GPU
+    ):
+        client, cluster = C.local_cluster(
+            processes=False, dashboard=False, log=lambda m: None, **kwargs
+        )
+        try:
+            nthreads = client.nthreads()
+            assert len(nthreads) == workers, kwargs
+            assert set(nthreads.values()) == {threads}, kwargs
+            assert client._gputok_gpu_info == (gpus, True)
+        finally:
+            C._close_quietly(client, cluster)
+
+    spec = {"device": "cuda", "gpus": 2, "gpu_by_worker_name": True}
+
+    class FakeWorker:
+        name = 0
+
+    monkeypatch.setattr(distributed, "get_worker", lambda: FakeWorker)
+    for name, gpu in ((0, 0), (1, 1), (2, 0), (5, 1), ("7", 1)):
+        FakeWorker.name = name
+        assert C._worker_device_id(spec) == gpu
+    FakeWorker.name = "tcp://10.0.0.1:4000"  # a remote worker's default name: not a number
+    assert C._worker_device_id(spec) == 0
+    FakeWorker.name = 3
+    assert C._worker_device_id({**spec, "device": "cpu"}) == 0
+    assert C._worker_device_id({**spec, "gpus": 1}) == 0
+    assert C._worker_device_id({**spec, "gpu_by_worker_name": False}) == 0
+
+
 def test_local_workers_keep_freed_memory(monkeypatch):
     """Local workers start with glibc settings that keep freed memory for reuse (Dask's
     nanny would set MALLOC_TRIM_THRESHOLD_=65536): 240 -> 0 page faults per MB of text
@@ -334,7 +377,6 @@ def test_regression_parquet_decoding_gets_the_workers_cores():
     cores back before reading."""
     pytest.importorskip("pyarrow")
     import subprocess
-    import sys
 
     code = (
         "import pyarrow as pa; from gputok import corpus as C; before = pa.cpu_count(); "
