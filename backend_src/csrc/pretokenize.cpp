@@ -162,17 +162,6 @@ inline size_t ascii_prefix(const uint8_t* text, size_t n, size_t i) {
   return i;
 }
 
-size_t utf8_first_invalid_scalar(const uint8_t* text, size_t n) {
-  size_t i = 0;
-  for (;;) {
-    i = ascii_prefix(text, n, i);
-    if (i >= n) return n;
-    const int len = sequence_at(text, n, i);
-    if (len < 0) return i;
-    i += size_t(len);
-  }
-}
-
 #ifdef GPUTOK_UTF8_AVX2
 // Whole-buffer check, 32 bytes at a time: Keiser and Lemire's lookup algorithm ("Validating
 // UTF-8 in less than one instruction per byte", 2021), as simdjson and simdutf use it. Three
@@ -287,10 +276,11 @@ __attribute__((target("avx2"))) bool all_valid(const uint8_t* text, size_t n) {
     step(st, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(text + i)));
     if ((i & 0xFFFF) == 0 && !_mm256_testz_si256(st.error, st.error)) return false;  // early
   }
-  alignas(32) uint8_t tail[32] = {};  // the rest, then zeros: an ASCII end closes the check
+  // The rest, then zeros (at least one, as n - i < 32): a sequence the text cuts off meets
+  // a zero inside this block, and with no rest the all-zero block closes the last one.
+  alignas(32) uint8_t tail[32] = {};
   std::memcpy(tail, text + i, n - i);
   step(st, _mm256_load_si256(reinterpret_cast<const __m256i*>(tail)));
-  if (n - i > 0) step(st, _mm256_setzero_si256());
   return _mm256_testz_si256(st.error, st.error) != 0;
 }
 
@@ -308,11 +298,18 @@ size_t utf8_first_invalid(const uint8_t* text, size_t n) {
 #ifdef GPUTOK_UTF8_AVX2
   if (n >= 64 && have_avx2() && simd::all_valid(text, n)) return n;
 #endif
-  return utf8_first_invalid_scalar(text, n);
+  return utf8_first_invalid_reference(text, n);
 }
 
 size_t utf8_first_invalid_reference(const uint8_t* text, size_t n) {
-  return utf8_first_invalid_scalar(text, n);
+  size_t i = 0;
+  for (;;) {
+    i = ascii_prefix(text, n, i);
+    if (i >= n) return n;
+    const int len = sequence_at(text, n, i);
+    if (len < 0) return i;
+    i += size_t(len);
+  }
 }
 
 std::string utf8_replace_invalid(const uint8_t* text, size_t n) {

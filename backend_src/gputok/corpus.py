@@ -1313,12 +1313,17 @@ WORKER_MALLOC_ENV = {
 }
 
 
-def _worker_spawn_config() -> dict:
-    """dask.config for starting local workers: the malloc settings above (applied by the
-    nanny before it spawns a worker, which is when glibc reads them)."""
+def _worker_spawn_env() -> dict:
+    """The malloc settings above, or none with GPUTOK_CORPUS_KEEP_MEMORY=0."""
     if os.environ.get("GPUTOK_CORPUS_KEEP_MEMORY", "1") == "0":
         return {}
-    return {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC_ENV.items()}
+    return dict(WORKER_MALLOC_ENV)
+
+
+def _worker_spawn_config() -> dict:
+    """dask.config for starting local workers: the malloc settings (applied by the nanny
+    before it spawns a worker, which is when glibc reads them)."""
+    return {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in _worker_spawn_env().items()}
 
 
 @contextlib.contextmanager
@@ -1329,12 +1334,11 @@ def _worker_spawn_settings():
     here): both are set for the start, and the environment is put back afterwards."""
     import dask
 
-    cfg = _worker_spawn_config()
-    keys = [k.rsplit(".", 1)[1] for k in cfg]
-    old = {k: os.environ.get(k) for k in keys}
+    env = _worker_spawn_env()
+    old = {k: os.environ.get(k) for k in env}
     try:
-        os.environ.update({k: WORKER_MALLOC_ENV[k] for k in keys})
-        with dask.config.set(cfg):
+        os.environ.update(env)
+        with dask.config.set(_worker_spawn_config()):
             yield
     finally:
         for k, v in old.items():
