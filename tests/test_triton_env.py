@@ -126,3 +126,37 @@ def test_free_ports_distinct_and_sorted():
     ports = te.free_ports(3)
     assert len(set(ports)) == 3 and ports == sorted(ports)
     assert not any(te.port_in_use("127.0.0.1", p) for p in ports)
+
+
+def test_regression_stop_kills_what_outlives_the_server(tmp_path):
+    """Two Python-backend stubs of tests/e2e/test_restart.py's servers were found still
+    running half an hour after their tritonserver had exited (2026-11-23): orphans in the
+    server's process group. Stand-in here: a "server" (its own session, as TritonServer
+    starts it) that leaves a child behind and exits. stop() must not leave that child, and a
+    second stop() must not signal the group again."""
+    import os
+    import subprocess
+    import time
+
+    leader = subprocess.Popen(
+        ["sh", "-c", "sleep 300 & echo $! ; exit 0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    child = int(leader.stdout.readline())
+    leader.wait(timeout=10)
+    assert child in te.process_group(leader.pid)
+
+    server = object.__new__(te.TritonServer)  # only stop()'s state, no real server
+    server.proc, server._pump, server.workdir = leader, None, tmp_path / "work"
+    server._group_reaped = None
+    assert server.stop() == 0
+    deadline = time.monotonic() + 10
+    while te.process_group(leader.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert te.process_group(leader.pid) == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+    assert server._group_reaped == leader.pid
+    server.stop()  # again: nothing to signal, no error

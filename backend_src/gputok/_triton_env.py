@@ -32,6 +32,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -408,23 +409,36 @@ def set_config_parameter(config: Path, key: str, value: str) -> None:
     config.write_text(pat.sub(lambda m: m.group(1) + value + m.group(2), text))
 
 
-def stub_processes(server_pid: int) -> dict[int, str]:
-    """{pid: model} of the Python-backend stubs that tritonserver `server_pid` started (Linux
-    /proc; empty elsewhere). The stub's command line names the model's folder."""
-    out: dict[int, str] = {}
+def _processes() -> Iterator[tuple[Path, int, int]]:
+    """(/proc entry, parent pid, process group) of every process (Linux; none elsewhere)."""
     proc = Path("/proc")
     if not proc.is_dir():
-        return out
+        return
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid != server_pid:
-                continue
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            yield entry, int(fields[1]), int(fields[2])
         except (OSError, ValueError, IndexError):
+            continue
+
+
+def process_group(pgid: int) -> list[int]:
+    """Pids of the processes in process group `pgid` (Linux /proc; empty elsewhere)."""
+    return [int(entry.name) for entry, _, group in _processes() if group == pgid]
+
+
+def stub_processes(server_pid: int) -> dict[int, str]:
+    """{pid: model} of the Python-backend stubs that tritonserver `server_pid` started (Linux
+    /proc; empty elsewhere). The stub's command line names the model's folder."""
+    out: dict[int, str] = {}
+    for entry, ppid, _ in _processes():
+        if ppid != server_pid:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
             continue
         if argv and argv[0].endswith(b"triton_python_backend_stub"):
             model = (
@@ -500,6 +514,7 @@ class TritonServer:
         log_path: Path | None = None,
     ) -> None:
         self.opts = opts
+        self._group_reaped: int | None = None  # the server pid whose group stop() killed
         self.dist = find_dist()
         for name, port in (
             ("http", opts.http_port),
@@ -593,7 +608,10 @@ class TritonServer:
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (Triton shuts down gracefully: it drains requests and stops the stubs), then
-        SIGKILL to the whole process group after `timeout` seconds."""
+        SIGKILL to the whole process group after `timeout` seconds. Whatever is left in the
+        group once the server has exited is killed too: a Python-backend stub that Triton did
+        not wait for (with a short --exit-timeout-secs) outlives it, orphaned, for good; two
+        were found from CI runs of tests/e2e/test_restart.py on 2026-11-23."""
         proc = self.proc
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -604,6 +622,12 @@ class TritonServer:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+        if proc is not None and self._group_reaped != proc.pid:
+            # Once per server: the group outlives its leader while a member is alive, but a
+            # later stop() must not signal a new group that reused the number.
+            self._group_reaped = proc.pid
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
         if self._pump is not None:
             self._pump.join(timeout=5)
         shutil.rmtree(self.workdir, ignore_errors=True)
