@@ -97,8 +97,14 @@ def main() -> int:
                 if batch is None:
                     break
                 calls += 1
-                ids, offsets, *_ = clock.time("tokenize", C._encode_batch, tok, batch, spec)
-                packed, ends, _bad = clock.time("pack uint16+eot", C._pack, ids, offsets, 50256)
+                # gputok packs uint16 + EOT itself (in its copy-out, counted under tokenize);
+                # other tokenizers' ids are packed here, as the corpus writer thread does.
+                enc = clock.time("tokenize", C._encode_batch, tok, batch, spec, 50256)
+                packed = enc.ids
+                if not enc.packed:
+                    packed, _ends, _bad = clock.time(
+                        "pack uint16+eot", C._pack, enc.ids, enc.offsets, 50256
+                    )
                 clock.time("sha256", h.update, memoryview(packed).cast("B"))
                 clock.time("write", out.write, memoryview(packed).cast("B"))
             out.close()

@@ -67,7 +67,7 @@ fi
 
 if has test; then
   t0=$(date +%s)
-  timeout 330 $PY -m pytest -q -p no:cacheprovider -m "not slow" --timeout=200 tests/test_gpu.py 2>&1 | tee "$OUT/pytest.log" | tail -40
+  timeout 330 $PY -m pytest -q -p no:cacheprovider -m "not slow" --timeout=200 tests/test_gpu.py tests/test_encode_uint16.py 2>&1 | tee "$OUT/pytest.log" | tail -40
   note "pytest (not slow): $(tail -1 "$OUT/pytest.log") [$(( $(date +%s) - t0 )) s]"
 fi
 

@@ -394,9 +394,11 @@ def test_ids_beyond_uint16_are_refused(tmp_path):
     try:
         for bad in ([1, 65536], [-1, 5]):
             ids = np.array(bad, dtype=np.int32)
+            enc = C.Encoded(ids, np.array([0, 2]), False, 1, 2, 0, 0)
             with pytest.raises(CorpusError, match=f"token id {bad[0] if bad[0] < 0 else 65536}"):
-                C._emit(ids, np.array([0, 2]), EOT, 0, *files, "x.jsonl")
-        C._emit(np.array([50256, 0], dtype=np.int32), np.array([0, 2]), EOT, 0, *files, "x")
+                C._emit(enc, EOT, 0, *files, "x.jsonl")
+        enc = C.Encoded(np.array([50256, 0], dtype=np.int32), np.array([0, 2]), False, 1, 2, 0, 0)
+        C._emit(enc, EOT, 0, *files, "x")
     finally:
         for f in files:
             f.abort()

@@ -157,6 +157,24 @@ class BufferSpy:
         raise AssertionError("buffer batches must not be listed")
 
 
+class PackedSpy:
+    """gputok's packed output (uint16 + EOT made by the tokenizer), as the corpus workers use
+    it; counts its calls."""
+
+    device = "packed-spy"
+
+    def __init__(self, tok):
+        self.tok, self.n_vocab, self.calls = tok, tok.n_vocab, 0
+
+    def encode_buffer_uint16(self, data, offsets, **kw):
+        self.calls += 1
+        return self.tok.encode_buffer_uint16(data, offsets, **kw)
+
+    def encode_batch_uint16(self, docs, **kw):
+        self.calls += 1
+        return self.tok.encode_batch_uint16(docs, **kw)
+
+
 @pytest.mark.parametrize("fmt", ["text", "parquet", "jsonl"])
 @pytest.mark.parametrize("skip_empty", [False, True])
 def test_buffer_and_list_paths_write_identical_shards(tmp_path, tok, corpus, fmt, skip_empty):
@@ -178,7 +196,7 @@ def test_buffer_and_list_paths_write_identical_shards(tmp_path, tok, corpus, fmt
         "skip_empty": skip_empty,
     }
     hashes = {}
-    for adapter in (ListOnly(tok), BufferSpy(tok)):
+    for adapter in (ListOnly(tok), BufferSpy(tok), PackedSpy(tok)):
         C._TOKENIZERS[(adapter.device, 0)] = adapter
         out = tmp_path / adapter.device
         out.mkdir()
@@ -200,11 +218,13 @@ def test_buffer_and_list_paths_write_identical_shards(tmp_path, tok, corpus, fmt
         assert entry["text_bytes"] == sum(len(d.encode()) for d in kept)
         first = tok.encode_ordinary(kept[0]) + [EOT]
         assert tokens[: len(first)].tolist() == first
-    a, b = hashes["list-only"], hashes["buffer-spy"]
-    assert a[:2] == b[:2]
-    assert {k: v for k, v in a[2].items() if k not in ("bin", "idx")} == {
-        k: v for k, v in b[2].items() if k not in ("bin", "idx")
-    }
+    a = hashes["list-only"]
+    for other in ("buffer-spy", "packed-spy"):
+        b = hashes[other]
+        assert a[:2] == b[:2], other
+        assert {k: v for k, v in a[2].items() if k not in ("bin", "idx")} == {
+            k: v for k, v in b[2].items() if k not in ("bin", "idx")
+        }
 
 
 def test_buffer_path_skips_and_names_invalid_utf8(tmp_path, tok):
@@ -216,9 +236,17 @@ def test_buffer_path_skips_and_names_invalid_utf8(tmp_path, tok):
         None, lambda i: f"doc {i}", 0, b"".join(raw), np.cumsum([0] + [len(r) for r in raw])
     )
     spec = {"errors": "skip", "skip_empty": True, "num_threads": 1}
-    ids, offsets, n, nbytes, bad, empty = C._encode_batch(spy, batch, spec)
-    assert (n, bad, empty, nbytes) == (2, 2, 1, len(b"good one") + len(b"fine"))
-    assert offsets.tolist() == [0, len(tok.encode("good one")), len(ids)]
+    enc = C._encode_batch(spy, batch, spec)
+    got = (enc.documents, enc.skipped_invalid_utf8, enc.skipped_empty, enc.text_bytes)
+    assert got == (2, 2, 1, len(b"good one") + len(b"fine"))
+    assert not enc.packed
+    assert enc.offsets.tolist() == [0, len(tok.encode("good one")), len(enc.ids)]
+    # The same through gputok's packed output, EOT after each document.
+    enc = C._encode_batch(PackedSpy(tok), batch, spec, EOT)
+    assert enc.packed and enc.documents == 2 and enc.tokens(EOT) == len(enc.ids)
+    want = tok.encode("good one") + [EOT] + tok.encode("fine") + [EOT]
+    assert enc.ids.dtype == np.uint16 and enc.ids.tolist() == want
+    assert enc.offsets.tolist() == [len(tok.encode("good one")) + 1, len(want)]
     spec["errors"] = "strict"
     with pytest.raises(C.CorpusInputError, match=r"doc 2: invalid UTF-8 at byte 4 of the document"):
         C._encode_batch(spy, batch, spec)

@@ -7,6 +7,7 @@ and asserts non-empty reference output.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import sys
@@ -533,3 +534,38 @@ def test_cpu_below_bytes_small_calls_take_the_cpu_path(corpus, tt):
     assert_same(texts, ids, want, "cpu_below_bytes, GPU side")
     with pytest.raises(ValueError):
         g.set_cpu_below_bytes(-1)
+
+
+@pytest.mark.parametrize("copy_threads", [0, 1])
+def test_uint16_output_on_every_path(corpus, gpus, cpu, copy_threads):
+    """encode_buffer_uint16 on the GPU (ids narrowed and spaced for <|endoftext|> in the
+    copy-out) equals the CPU's packed ids, for batches that take each device path: one block
+    (<= 16 KB), cooperative (<= 128 KB), multi-kernel with ids in mapped memory (<= 4 MB) and
+    copied back (> 4 MB), several 64 MB chunks; empty documents and long ones (several units)
+    among them; with the copy pool and without (copy_threads=1, the corpus workers')."""
+    import numpy as np
+
+    eot = 50256
+    docs = [d for d in corpus if d]
+    big = "".join(docs[:400])
+    toks = dict(gpus)
+    toks["per_word, copy_threads"] = gputok.gpt2(device="cuda", copy_threads=copy_threads)
+    for size in (10_000, 100_000, 3_000_000, 12_000_000, 140_000_000):
+        batch, n = [], 0
+        for i, d in enumerate(itertools.cycle(docs)):
+            batch.append("" if i % 7 == 3 else (big if i % 50 == 11 else d))
+            n += len(batch[-1].encode())
+            if n >= size:
+                break
+        raw = [t.encode() for t in batch]
+        data, bounds = b"".join(raw), np.cumsum([0] + [len(r) for r in raw])
+        want, want_ends = cpu.encode_buffer_uint16(
+            data, bounds, separator=eot, disallowed_special=()
+        )
+        assert len(want) > len(batch)
+        for name, g in toks.items():
+            if size > 20_000_000 and name.startswith("blockbpe"):
+                continue  # 16 bytes of scratch per byte; the copy-out is the same code
+            got, ends = g.encode_buffer_uint16(data, bounds, separator=eot, disallowed_special=())
+            assert np.array_equal(ends, want_ends), (name, size)
+            assert np.array_equal(got, want), (name, size)

@@ -145,7 +145,7 @@ std::vector<SpecialToken> to_specials(const py::dict& specials) {
 class Core {
  public:
   Core(std::shared_ptr<const Vocab> vocab, const std::string& device, int device_id,
-       size_t pool_limit, bool gpu_pretokenize, bool blocking_sync)
+       size_t pool_limit, bool gpu_pretokenize, bool blocking_sync, int copy_threads)
       : vocab_(vocab), encoder_(vocab) {
     if (device == "cuda") {
       GpuOptions o;
@@ -153,6 +153,7 @@ class Core {
       o.pool_limit_bytes = pool_limit;
       o.gpu_pretokenize = gpu_pretokenize;
       o.blocking_sync = blocking_sync;
+      o.copy_threads = copy_threads;
       gpu_ = std::make_unique<GpuEncoder>(vocab, o);
     } else if (device != "cpu") {
       throw py::value_error("device must be 'cpu' or 'cuda', got '" + device + "'");
@@ -173,6 +174,31 @@ class Core {
                                const std::vector<int32_t>& disallowed, const std::string& errors,
                                int num_threads, const std::string& algorithm) {
     const ByteBuffer buf(data);  // the export is held until we return
+    return encode_flat_inputs(buffer_inputs(buf, bounds), allowed, disallowed, errors, num_threads,
+                              algorithm);
+  }
+
+  // encode_flat / encode_flat_buffer packed as uint16 with `separator` (< 0: none) after every
+  // text: (ids uint16, ends int64 of one per text, kernel_ms).
+  py::tuple encode_packed(const py::sequence& texts, const std::vector<int32_t>& allowed,
+                          const std::vector<int32_t>& disallowed, const std::string& errors,
+                          int num_threads, const std::string& algorithm, int32_t separator) {
+    Texts t = to_texts(texts);
+    return encode_packed_inputs(t.inputs, allowed, disallowed, errors, num_threads, algorithm,
+                                separator);
+  }
+
+  py::tuple encode_packed_buffer(const py::object& data, const py::array& bounds,
+                                 const std::vector<int32_t>& allowed,
+                                 const std::vector<int32_t>& disallowed, const std::string& errors,
+                                 int num_threads, const std::string& algorithm, int32_t separator) {
+    const ByteBuffer buf(data);
+    return encode_packed_inputs(buffer_inputs(buf, bounds), allowed, disallowed, errors,
+                                num_threads, algorithm, separator);
+  }
+
+  // The documents of a bytes-like buffer and their int32/int64 bounds, as views.
+  static std::vector<TextInput> buffer_inputs(const ByteBuffer& buf, const py::array& bounds) {
     const bool spans = bounds.ndim() == 2 && bounds.shape(1) == 2;
     if (!(bounds.flags() & py::array::c_style) || !(spans || bounds.ndim() == 1) ||
         (!spans && bounds.shape(0) < 1))
@@ -188,7 +214,7 @@ class Core {
     else
       throw py::type_error("offsets must be int32 or int64, got " +
                            std::string(py::str(bounds.dtype())));
-    return encode_flat_inputs(inputs, allowed, disallowed, errors, num_threads, algorithm);
+    return inputs;
   }
 
   // One text, ids as a list: the latency path of encode()/encode_ordinary() on the CPU.
@@ -276,6 +302,24 @@ class Core {
     return py::make_tuple(to_numpy(std::move(r.ids)), to_numpy(std::move(r.offsets)), r.kernel_ms);
   }
 
+  py::tuple encode_packed_inputs(const std::vector<TextInput>& inputs,
+                                 const std::vector<int32_t>& allowed,
+                                 const std::vector<int32_t>& disallowed, const std::string& errors,
+                                 int num_threads, const std::string& algorithm, int32_t separator) {
+    if (separator > 0xFFFF)
+      throw py::value_error("separator must be below 65536 (or negative: none)");
+    const SpecialPolicy policy{allowed, disallowed};
+    const Utf8Policy utf8 = to_policy(errors);
+    const Algorithm alg = to_algorithm(algorithm);
+    PackedResult r;
+    {
+      py::gil_scoped_release release;
+      r = encoder_.encode_batch_packed(gpu_.get(), alg, inputs, policy, utf8, separator,
+                                       num_threads);
+    }
+    return py::make_tuple(to_numpy(std::move(r.ids)), to_numpy(std::move(r.ends)), r.kernel_ms);
+  }
+
   Encoder encoder_;
   std::unique_ptr<GpuEncoder> gpu_;  // thread-safe: it serializes its device work itself
 };
@@ -290,6 +334,7 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
   py::register_exception<Utf8Error>(m, "Utf8Error", PyExc_ValueError);
   py::register_exception<DisallowedSpecialError>(m, "DisallowedSpecialError", PyExc_ValueError);
+  py::register_exception<IdRangeError>(m, "IdRangeError", PyExc_OverflowError);
 
   m.def("cuda_available", [] {
     std::string why;
@@ -412,15 +457,22 @@ PYBIND11_MODULE(_core, m) {
   });
 
   py::class_<Core>(m, "Core")
-      .def(py::init<std::shared_ptr<const Vocab>, const std::string&, int, size_t, bool, bool>(),
+      .def(py::init<std::shared_ptr<const Vocab>, const std::string&, int, size_t, bool, bool,
+                    int>(),
            py::arg("vocab"), py::arg("device") = "cpu", py::arg("device_id") = 0,
            py::arg("pool_limit") = 0, py::arg("gpu_pretokenize") = true,
-           py::arg("blocking_sync") = false)
+           py::arg("blocking_sync") = false, py::arg("copy_threads") = 0)
       .def("encode_flat", &Core::encode_flat, py::arg("texts"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"), py::arg("algorithm"))
       .def("encode_flat_buffer", &Core::encode_flat_buffer, py::arg("data"), py::arg("offsets"),
            py::arg("allowed"), py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"),
            py::arg("algorithm"))
+      .def("encode_packed", &Core::encode_packed, py::arg("texts"), py::arg("allowed"),
+           py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"), py::arg("algorithm"),
+           py::arg("separator"))
+      .def("encode_packed_buffer", &Core::encode_packed_buffer, py::arg("data"), py::arg("offsets"),
+           py::arg("allowed"), py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"),
+           py::arg("algorithm"), py::arg("separator"))
       .def("encode_list", &Core::encode_list, py::arg("text"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"), py::arg("algorithm"))
       .def("decode_bytes", &Core::decode_bytes)

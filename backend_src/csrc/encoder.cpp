@@ -13,6 +13,7 @@
 #include <exception>
 
 #include "merge.h"
+#include "pack.h"
 #include "pretokenize.h"
 
 namespace gputok {
@@ -110,6 +111,12 @@ Utf8Error::Utf8Error(size_t text_index_, size_t offset_, uint8_t byte_)
       text_index(text_index_),
       offset(offset_),
       byte(byte_) {}
+
+IdRangeError::IdRangeError(size_t text_index_, int64_t id_)
+    : std::runtime_error("token id " + std::to_string(id_) + " in text " +
+                         std::to_string(text_index_) + " does not fit uint16 (0..65535)"),
+      text_index(text_index_),
+      id(id_) {}
 
 DisallowedSpecialError::DisallowedSpecialError(size_t text_index_, const std::string& token_)
     : std::runtime_error(
@@ -449,7 +456,9 @@ EncodeResult Encoder::encode_batch_gpu(GpuEncoder& gpu, Algorithm algorithm,
   IdVector ids;
   std::vector<int64_t> ends;
   EncodeResult r;
-  r.kernel_ms = segments.empty() ? 0.0f : gpu.encode(segments, algorithm, ids, ends);
+  GpuOutput out;
+  out.ids32 = &ids;
+  r.kernel_ms = segments.empty() ? 0.0f : gpu.encode(segments, algorithm, out, ends);
   if (!segments.empty() && ends.size() != segments.size())
     throw CudaError("GPU encoder returned " + std::to_string(ends.size()) + " segment ends for " +
                     std::to_string(segments.size()) + " segments");
@@ -473,6 +482,71 @@ EncodeResult Encoder::encode_batch_gpu(GpuEncoder& gpu, Algorithm algorithm,
   }
   for (size_t t = 0; t < texts.size(); ++t)
     if (r.offsets[t + 1] < r.offsets[t]) r.offsets[t + 1] = r.offsets[t];
+  return r;
+}
+
+PackedResult Encoder::encode_batch_packed(GpuEncoder* gpu, Algorithm algorithm,
+                                          const std::vector<TextInput>& texts,
+                                          const SpecialPolicy& policy, Utf8Policy utf8,
+                                          int32_t separator, int num_threads) const {
+  const size_t n = texts.size();
+  const int64_t seps = separator >= 0 ? int64_t(n) : 0;
+  size_t bytes = 0;
+  for (const TextInput& t : texts) bytes += t.bytes.size();
+  PackedResult r;
+  r.ends.resize(n);
+  // Allowed specials are stitched in between the GPU's segments (encode_batch_gpu), and
+  // small calls go to the CPU: both are packed after the fact.
+  if (!gpu || !policy.allowed.empty() || bytes < gpu->cpu_below_bytes()) {
+    EncodeResult e = gpu ? encode_batch_gpu(*gpu, algorithm, texts, policy, utf8)
+                         : encode_batch(texts, policy, utf8, num_threads);
+    r.kernel_ms = e.kernel_ms;
+    r.ids.resize(e.ids.size() + size_t(seps));
+    const int64_t bad =
+        pack_uint16(e.ids.data(), e.offsets.data(), n, separator, r.ids.data(), r.ends.data());
+    if (bad >= 0) {
+      const auto at = std::upper_bound(e.offsets.begin(), e.offsets.end(), bad);
+      throw IdRangeError(size_t(at - e.offsets.begin()) - 1, e.ids[size_t(bad)]);
+    }
+    return r;
+  }
+  Prepared p;
+  prepare(texts, policy, utf8, p);  // with no allowed specials, every unit is ordinary text
+  std::vector<std::string_view> segments;
+  std::vector<int64_t> shift;  // text t's ids follow the separators of texts 0..t-1
+  segments.reserve(p.units.size());
+  shift.reserve(p.units.size());
+  for (const Unit& u : p.units) {
+    segments.push_back(u.bytes);
+    shift.push_back(seps ? int64_t(u.text) : 0);
+  }
+  r.ids.reserve(bytes + size_t(seps));  // at most one id per byte: no reallocation below
+  GpuOutput out;
+  out.ids16 = &r.ids;
+  out.shift = shift.data();
+  std::vector<int64_t> seg_ends;
+  r.kernel_ms = segments.empty() ? 0.0f : gpu->encode(segments, algorithm, out, seg_ends);
+  if (seg_ends.size() != segments.size())
+    throw CudaError("GPU encoder returned " + std::to_string(seg_ends.size()) +
+                    " segment ends for " + std::to_string(segments.size()) + " segments");
+  if (out.first_bad >= 0) {
+    const auto at = std::upper_bound(seg_ends.begin(), seg_ends.end(), out.first_bad);
+    throw IdRangeError(p.units[size_t(at - seg_ends.begin())].text, out.bad_value);
+  }
+  // Each text's end in tokens (an empty text ends where the one before it did), then the
+  // separators, which the copy-out left room for.
+  std::vector<int64_t> tok_end(n, -1);
+  for (size_t k = 0; k < p.units.size(); ++k) tok_end[p.units[k].text] = seg_ends[k];
+  int64_t prev = 0;
+  for (size_t t = 0; t < n; ++t) {
+    if (tok_end[t] < 0) tok_end[t] = prev;
+    prev = tok_end[t];
+  }
+  r.ids.resize(size_t(prev + seps));
+  for (size_t t = 0; t < n; ++t) {
+    if (seps) r.ids[size_t(tok_end[t]) + t] = uint16_t(separator);
+    r.ends[t] = tok_end[t] + (seps ? int64_t(t) + 1 : 0);
+  }
   return r;
 }
 

@@ -36,6 +36,15 @@ class DisallowedSpecialError : public std::runtime_error {
   std::string token;
 };
 
+// A token id that does not fit the uint16 output of encode_batch_packed. Bindings map it to
+// OverflowError.
+class IdRangeError : public std::runtime_error {
+ public:
+  IdRangeError(size_t text_index, int64_t id);
+  size_t text_index;
+  int64_t id;
+};
+
 struct TextInput {
   std::string_view bytes;
   bool known_valid;  // true for text that came from a Python str
@@ -52,6 +61,13 @@ struct EncodeResult {
   IdVector ids;
   std::vector<int64_t> offsets;  // texts + 1 entries
   float kernel_ms = 0.0f;        // device time on the GPU path, 0 on the CPU
+};
+
+// The corpus shard format: every text's ids as uint16, `separator` after each one.
+struct PackedResult {
+  U16Vector ids;
+  std::vector<int64_t> ends;  // one per text: where it (and its separator) ends in ids
+  float kernel_ms = 0.0f;
 };
 
 // A small persistent pool: spawning threads per call costs ~30 us each, which would
@@ -92,6 +108,14 @@ class Encoder {
   EncodeResult encode_batch_gpu(GpuEncoder& gpu, Algorithm algorithm,
                                 const std::vector<TextInput>& texts, const SpecialPolicy& policy,
                                 Utf8Policy utf8) const;
+
+  // encode_batch (gpu null) or encode_batch_gpu, packed as uint16 with `separator` (< 0:
+  // none) after every text. On the GPU with no allowed specials the ids are narrowed and
+  // spaced while they are copied out of pinned memory (GpuOutput); otherwise the int32
+  // result is packed (pack_uint16). Throws IdRangeError for an id outside [0, 65535].
+  PackedResult encode_batch_packed(GpuEncoder* gpu, Algorithm algorithm,
+                                   const std::vector<TextInput>& texts, const SpecialPolicy& policy,
+                                   Utf8Policy utf8, int32_t separator, int num_threads) const;
 
   // One text on the calling thread (texts over a few chunks go to encode_batch, which
   // splits them across cores): the latency path, with no scheduling structures.

@@ -40,6 +40,21 @@ struct UninitAllocator : std::allocator<T> {
 };
 
 using IdVector = std::vector<int32_t, UninitAllocator<int32_t>>;
+using U16Vector = std::vector<uint16_t, UninitAllocator<uint16_t>>;
+
+// Where GpuEncoder::encode puts the ids: as int32 (`ids32`), or narrowed to uint16 while they
+// are copied out of the pinned buffer (`ids16`, the corpus shard format), with segment k's ids
+// written `shift[k]` places further on, leaving room for separators that the caller writes.
+// Narrowing in the copy-out saves a pass over the int32 ids and their memory (corpus workers:
+// the host pack stage, ~0.4 CPU s per GB of text on the H200 host, 2026-11-23).
+struct GpuOutput {
+  IdVector* ids32 = nullptr;
+  U16Vector* ids16 = nullptr;
+  const int64_t* shift = nullptr;  // ids16: one per segment, non-decreasing; null: none
+  int64_t tokens = 0;              // ids written so far (shifts not counted)
+  int64_t first_bad = -1;          // ids16: token index of the first id outside [0, 65535]
+  int32_t bad_value = 0;           // ... and that id
+};
 
 // How the merge loop runs on the device (`algorithm=` in Python).
 enum class Algorithm {
@@ -85,6 +100,11 @@ struct GpuOptions {
   // a GPU and each would otherwise spin through the others' kernels too (corpus workers:
   // 2026-11-23, H200 host, docs/benchmarks.md).
   bool blocking_sync = false;
+  // Host threads that copy a large batch into and out of pinned memory (staging, copy-out);
+  // 0: min(hardware threads, 8); 1: the calling thread alone. On a host whose cores are all
+  // busy (corpus workers, 4 per GPU) 1 and 8 measured the same within run-to-run noise
+  // (2.15 vs 2.05-2.21 GB/s, H200 host, 2026-11-23); GPUTOK_GPU_COPY_THREADS overrides it.
+  int copy_threads = 0;
 };
 
 class GpuEncoder {
@@ -95,13 +115,13 @@ class GpuEncoder {
   GpuEncoder& operator=(const GpuEncoder&) = delete;
 
   // Tokenizes ordinary text (valid UTF-8; special tokens already split out by the caller).
-  // Appends every segment's ids to `ids`, and after each segment pushes ids.size() to
-  // `ends`. Returns the device time of the kernels, from CUDA events, in milliseconds.
-  // Thread-safe: the device work of concurrent calls is serialized by the encoder's own
-  // mutex, so callers' host work (UTF-8 checks, special-token splits, result assembly in
-  // Encoder::encode_batch_gpu) overlaps another thread's GPU call. The lock covers staging,
-  // the kernels and the copy-out, which all use the encoder's one set of buffers.
-  float encode(const std::vector<std::string_view>& segments, Algorithm algorithm, IdVector& ids,
+  // Appends every segment's ids to `out`, and after each segment pushes out.tokens (the ids
+  // so far, shifts not counted) to `ends`. Returns the device time of the kernels, from CUDA
+  // events, in milliseconds. Thread-safe: the device work of concurrent calls is serialized by the
+  // encoder's own mutex, so callers' host work (UTF-8 checks, special-token splits, result assembly
+  // in Encoder::encode_batch_gpu) overlaps another thread's GPU call. The lock covers staging, the
+  // kernels and the copy-out, which all use the encoder's one set of buffers.
+  float encode(const std::vector<std::string_view>& segments, Algorithm algorithm, GpuOutput& out,
                std::vector<int64_t>& ends);
 
   void set_gpu_pretokenize(bool on);

@@ -15,7 +15,7 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab>, GpuOptions) {
   throw CudaError("gputok was built without CUDA (no nvcc found at build time)");
 }
 GpuEncoder::~GpuEncoder() = default;
-float GpuEncoder::encode(const std::vector<std::string_view>&, Algorithm, IdVector&,
+float GpuEncoder::encode(const std::vector<std::string_view>&, Algorithm, GpuOutput&,
                          std::vector<int64_t>&) {
   throw CudaError("gputok was built without CUDA");
 }

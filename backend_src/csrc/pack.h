@@ -9,6 +9,10 @@
 
 namespace gputok {
 
+// out[k] = ids[k] as uint16 for k < n. Returns -1, or the index of the first id outside
+// [0, 65535] (out is then fully written, that id wrapped).
+int64_t narrow_uint16(const int32_t* ids, size_t n, uint16_t* out);
+
 // Documents are ids[offsets[d] - offsets[0], offsets[d + 1] - offsets[0]) for d < n_docs
 // (offsets non-decreasing). Writes each document's ids as uint16 to `out`, followed by `sep`
 // when sep >= 0, and the end of document d in `out` to ends[d]. `out` holds

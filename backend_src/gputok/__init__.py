@@ -59,7 +59,8 @@ def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokeni
     CudaUnavailableError where no GPU can be used). algorithm: the GPU merge method, one of
     ALGORITHMS. options: device_id, pool_limit_bytes, gpu_pretokenize, blocking_sync (GPU calls
     wait asleep instead of spinning: frees a core per waiting caller for a few microseconds
-    of latency; the corpus workers use it).
+    of latency; the corpus workers use it), copy_threads (host threads that copy a large GPU
+    batch in and out of pinned memory; 0: up to 8; 1: the calling thread alone).
     """
     return Tokenizer(
         gpt2_vocab(), GPT2_SPECIALS, name="gpt2", device=device, algorithm=algorithm, **options

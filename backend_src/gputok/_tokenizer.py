@@ -57,6 +57,7 @@ class Tokenizer:
         pool_limit_bytes: int = 0,
         gpu_pretokenize: bool = True,
         blocking_sync: bool = False,
+        copy_threads: int = 0,
     ):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
@@ -65,8 +66,16 @@ class Tokenizer:
         self.algorithm = algorithm
         self._vocab = vocab
         self._special_tokens = dict(special_tokens)
+        if int(copy_threads) < 0:
+            raise ValueError(f"copy_threads must be >= 0 (0: automatic), got {copy_threads!r}")
         self._core = _core.Core(
-            vocab, self.device, device_id, pool_limit_bytes, gpu_pretokenize, blocking_sync
+            vocab,
+            self.device,
+            device_id,
+            pool_limit_bytes,
+            gpu_pretokenize,
+            blocking_sync,
+            int(copy_threads),
         )
         self._default_policy = self._policy(frozenset(), "all")
 
@@ -177,11 +186,55 @@ class Tokenizer:
         )
         return ids, out_offsets
 
+    def encode_batch_uint16(
+        self,
+        texts: Sequence[Text],
+        *,
+        separator: int | None = None,
+        num_threads: int = 0,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+        errors: str = "strict",
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_batch_flat`` packed the way token shards store it (nanoGPT's ``.bin``):
+        every row's ids as uint16, followed by ``separator`` (e.g. ``eot_token``) when one is
+        given. Returns (ids uint16, ends int64 of len(texts)): row i is
+        ``ids[ends[i - 1]:ends[i]]`` (from 0 for the first), its separator included. An id
+        that does not fit uint16 raises OverflowError naming the row. On the GPU the ids are
+        narrowed while they are copied back, with no int32 array in between.
+        """
+        policy = (allowed_special, disallowed_special, errors, num_threads, separator)
+        return self._packed(self._core.encode_packed, _as_text_sequence(texts), *policy)
+
+    def encode_buffer_uint16(
+        self,
+        data,
+        offsets,
+        *,
+        separator: int | None = None,
+        num_threads: int = 0,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+        errors: str = "strict",
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_batch_uint16`` of documents that are slices of one buffer, given as for
+        ``encode_buffer_flat``."""
+        policy = (allowed_special, disallowed_special, errors, num_threads, separator)
+        return self._packed(self._core.encode_packed_buffer, data, _as_bounds(offsets), *policy)
+
+    def _packed(self, call, *args):
+        """(ids, ends) of the core's packed ``call`` on ``args`` (the documents), followed by
+        (allowed_special, disallowed_special, errors, num_threads, separator)."""
+        *docs, allowed_special, disallowed_special, errors, num_threads, separator = args
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special, errors)
+        sep = _separator(separator)
+        ids, ends, _ = call(
+            *docs, allowed, disallowed, errors, int(num_threads), self.algorithm, sep
+        )
+        return ids, ends
+
     def _encode_flat(self, texts, num_threads, allowed_special, disallowed_special, errors):
-        if isinstance(texts, (str, bytes)):
-            raise TypeError("expected a sequence of str or bytes, got a single text")
-        if not isinstance(texts, Sequence):
-            texts = list(texts)
+        texts = _as_text_sequence(texts)
         allowed, disallowed = self._resolve(allowed_special, disallowed_special, errors)
         return self._core.encode_flat(
             texts, allowed, disallowed, errors, int(num_threads), self.algorithm
@@ -265,6 +318,23 @@ class Tokenizer:
     def set_gpu_pretokenize(self, on: bool) -> None:
         """True: pieces are found on the device (default); False: on the CPU."""
         self._core.set_gpu_pretokenize(bool(on))
+
+
+def _as_text_sequence(texts) -> Sequence:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("expected a sequence of str or bytes, got a single text")
+    return texts if isinstance(texts, Sequence) else list(texts)
+
+
+def _separator(separator) -> int:
+    """The core's separator argument: -1 for none, else an id that fits uint16."""
+    if separator is None:
+        return -1
+    if isinstance(separator, bool) or not isinstance(separator, (int, np.integer)):
+        raise TypeError(f"separator must be an int or None, got {type(separator).__name__}")
+    if not 0 <= int(separator) <= 0xFFFF:
+        raise ValueError(f"separator must be in 0..65535 (a uint16 id), got {separator}")
+    return int(separator)
 
 
 def _as_bounds(offsets) -> np.ndarray:

@@ -21,10 +21,10 @@ re-hashes (on the workers) and skips what verifies, and redoes the rest.
 
 Dask is imported lazily: ``import gputok`` and the readers here work without it.
 
-Performance notes. Per worker, a reader thread parses batch k+1, gputok tokenizes batch k (GIL
-released) and a writer thread packs uint16 + EOT (numpy), sha256-hashes and writes batch k-1.
-Batches reach the tokenizer as one buffer + offsets (Tokenizer.encode_buffer_flat: no Python
-object per document); a shard is cut into at least PIPELINE_BATCHES batches so the stages
+Performance notes. Per worker, a reader thread parses batch k+1, gputok tokenizes batch k
+straight into uint16 + EOT (GIL released) and a writer thread sha256-hashes and writes batch
+k-1 (other tokenizers' ids are packed there, _pack). Batches reach the tokenizer as one buffer +
+offsets (Tokenizer.encode_buffer_uint16: no Python object per document); a shard is cut into at least PIPELINE_BATCHES batches so the stages
 overlap within it; a GPU worker runs several shards at once (Dask threads, sharing its one
 tokenizer) because one shard's stream is capped by one-core stages. Measured 2026-11-22 (in
 process, 16.7 MB in 4 Parquet shards of one row group, snappy, fsync): on an H200 host (16 cores)
@@ -46,7 +46,11 @@ on a 16-core host, 1.36 GB in 64 Parquet shards on tmpfs: several worker process
 worker take turns on its GIL between native calls), keeping freed memory in the workers
 (WORKER_MALLOC_ENV) 1.60 -> 1.75; per GB of text a GPU worker's pipeline costs ~4.9 CPU s
 (Parquet 2.2, gputok's host side 1.2, pack 0.4, sha256 0.7, write 0.3) and gigatoken's ~12,
-so the host's cores bound both (bench/corpus_stages.py, docs/benchmarks.md).
+so the host's cores bound both (bench/corpus_stages.py, docs/benchmarks.md). Later that day
+(18:12-18:19 UTC, same host and input): the ids narrowed to uint16 in gputok's copy-out
+(encode_buffer_uint16, no int32 array, no host pack) took one GPU from 1.77-1.97 to 2.05-2.21
+GB/s, and gathering the shards' results in one round trip instead of one per shard (0.17 s of
+a 0.9 s run on the dev VM) to 2.25 GB/s, host cores 82% busy: 2.04-2.33x gigatoken's best.
 """
 
 from __future__ import annotations
@@ -772,8 +776,12 @@ def _tokenizer(device: str, device_id: int):
 
 def sum_stages(results) -> dict:
     """Per stage (STAGES), the seconds that ``tokenize_shard`` results spent in it, summed
-    (results of verified shards have none)."""
-    return {st: sum(r.get("stages", {}).get(st, 0.0) for r in results) for st in STAGES}
+    (results of verified shards have none), and under "task" the written shards' whole task
+    time: threads x wall time beyond it is scheduling and the run's own start and end."""
+    results = [r for r in results if "stages" in r]
+    out = {st: sum(r["stages"].get(st, 0.0) for r in results) for st in STAGES}
+    out["task"] = sum(r.get("seconds", 0.0) for r in results)
+    return out
 
 
 _IO_READY = False
@@ -906,12 +914,33 @@ def _invalid_utf8(batch: Batch) -> list[tuple[int, int]]:
     return out
 
 
-def _encode_batch(tok, batch: Batch, spec: dict):
-    """(ids int32, offsets int64, documents tokenized, their text bytes, skipped invalid,
-    skipped empty). A buffer batch goes to ``encode_buffer_flat`` (no Python object per
-    document) where the tokenizer has it, else its documents are listed. UTF-8 is checked
-    by gputok itself; only when it refuses a batch are the documents scanned here, to name
-    the place (strict) or drop the bad ones (skip)."""
+@dataclasses.dataclass
+class Encoded:
+    """One batch tokenized. ``packed``: ``ids`` is already the shard's uint16 (with EOT when
+    asked) and ``offsets`` each document's end in it (gputok's ``encode_*_uint16``);
+    otherwise ``ids`` are int32/int64 and ``offsets`` the n + 1 document bounds in them,
+    packed on the writer thread (``_pack``; other tokenizers)."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    packed: bool
+    documents: int
+    text_bytes: int
+    skipped_invalid_utf8: int
+    skipped_empty: int
+
+    def tokens(self, eot: int | None) -> int:
+        """Tokens this batch adds to the shard."""
+        return int(self.ids.size) + (0 if self.packed or eot is None else self.documents)
+
+
+def _encode_batch(tok, batch: Batch, spec: dict, eot: int | None = None) -> Encoded:
+    """Tokenize one batch. A buffer batch goes to ``encode_buffer_uint16`` (or
+    ``encode_buffer_flat``: no Python object per document) where the tokenizer has it, else
+    its documents are listed. gputok packs uint16 + ``eot`` itself; other tokenizers' ids
+    are packed later (``_emit``). UTF-8 is checked by gputok itself; only when it refuses a
+    batch are the documents scanned here, to name the place (strict) or drop the bad ones
+    (skip)."""
     errors = spec["errors"]
     skipped_bad, skipped_empty = batch.skipped_invalid_utf8, 0
     lengths = batch.lengths()
@@ -920,26 +949,36 @@ def _encode_batch(tok, batch: Batch, spec: dict):
         if len(keep) < len(lengths):
             skipped_empty = len(lengths) - len(keep)
             batch, lengths = batch.select(keep), lengths[keep]
-    gerrors = "replace" if errors == "replace" else "strict"
-    buffer_api = batch.docs is None and hasattr(tok, "encode_buffer_flat")
+    kw = {
+        "num_threads": spec["num_threads"],
+        "disallowed_special": (),
+        "errors": "replace" if errors == "replace" else "strict",
+    }
+    buffer = batch.docs is None
+    packed = hasattr(tok, "encode_buffer_uint16" if buffer else "encode_batch_uint16")
+    if packed:
+        kw["separator"] = eot
     for _attempt in range(2):
         try:
-            if buffer_api:
-                ids, offsets = tok.encode_buffer_flat(
-                    batch.data,
-                    batch.bounds,
-                    num_threads=spec["num_threads"],
-                    disallowed_special=(),
-                    errors=gerrors,
-                )
+            if buffer and packed:
+                ids, offsets = tok.encode_buffer_uint16(batch.data, batch.bounds, **kw)
+            elif buffer and hasattr(tok, "encode_buffer_flat"):
+                ids, offsets = tok.encode_buffer_flat(batch.data, batch.bounds, **kw)
+            elif packed:
+                ids, offsets = tok.encode_batch_uint16(batch.doc_list(), **kw)
             else:
-                ids, offsets = tok.encode_batch_flat(
-                    batch.doc_list(),
-                    num_threads=spec["num_threads"],
-                    disallowed_special=(),
-                    errors=gerrors,
-                )
-            return ids, offsets, len(lengths), int(lengths.sum()), skipped_bad, skipped_empty
+                ids, offsets = tok.encode_batch_flat(batch.doc_list(), **kw)
+            return Encoded(
+                ids,
+                offsets,
+                packed,
+                len(lengths),
+                int(lengths.sum()),
+                skipped_bad,
+                skipped_empty,
+            )
+        except OverflowError as e:  # an id outside uint16 (gputok's packed output)
+            raise CorpusError(f"{spec.get('path', '?')}: {e}") from None
         except ValueError:
             bad = _invalid_utf8(batch)
             if not bad or errors not in ("strict", "skip"):
@@ -976,14 +1015,17 @@ def _pack(
     return out, ends, (None if bad < 0 else int(ids32[bad]))
 
 
-def _emit(ids, offsets, eot, base: int, bin_f: _HashedFile, idx_f: _HashedFile, path: str):
-    """Pack one batch as uint16 (+ <|endoftext|> after each document) and write it, with its
-    offsets shifted by ``base``, the shard's tokens so far. Runs on the writer thread."""
-    out, ends, bad = _pack(ids, offsets, eot)
-    if bad is not None:
-        raise CorpusError(f"{path}: token id {bad} does not fit uint16")
+def _emit(enc: Encoded, eot, base: int, bin_f: _HashedFile, idx_f: _HashedFile, path: str):
+    """Write one batch as uint16 (+ <|endoftext|> after each document; packed here unless
+    the tokenizer did it), with its document ends shifted by ``base``, the shard's tokens so
+    far. Runs on the writer thread."""
+    out, ends = enc.ids, enc.offsets
+    if not enc.packed:
+        out, ends, bad = _pack(enc.ids, enc.offsets, eot)
+        if bad is not None:
+            raise CorpusError(f"{path}: token id {bad} does not fit uint16")
     bin_f.write(out)
-    idx_f.write((ends + base).astype("<i8"))
+    idx_f.write((ends + base).astype("<i8", copy=False))
 
 
 def tokenize_shard(spec: dict) -> dict:
@@ -1055,16 +1097,15 @@ def tokenize_shard(spec: dict) -> dict:
                 if batch is None:
                     break
                 k += 1
-                ids, offsets, n, nbytes, bad, empty = _encode_batch(tok, batch, spec)
+                enc = _encode_batch(tok, batch, spec, eot)
                 stages["encode"] += time.perf_counter() - t_got
                 del batch  # its buffers can go once encoded
-                skipped_bad, skipped_empty = skipped_bad + bad, skipped_empty + empty
-                pending.append(
-                    writer.submit(_emit, ids, offsets, eot, tokens_n, bin_f, idx_f, spec["path"])
-                )
-                tokens_n += int(ids.size) + (n if eot is not None else 0)
-                docs_n += n
-                text_bytes += nbytes
+                skipped_bad += enc.skipped_invalid_utf8
+                skipped_empty += enc.skipped_empty
+                pending.append(writer.submit(_emit, enc, eot, tokens_n, bin_f, idx_f, spec["path"]))
+                tokens_n += enc.tokens(eot)
+                docs_n += enc.documents
+                text_bytes += enc.text_bytes
                 t_wait = time.perf_counter()
                 while len(pending) > 1:
                     pending.popleft().result()
@@ -1582,11 +1623,14 @@ def tokenize_corpus(
             distributed.progress(futures, multi=False, notebook=False, interval=interval)
             print(flush=True)
         distributed.wait(futures)
-        results, failures = {}, []
+        # The finished shards' results in one gather: one round trip, where a result() per
+        # future took ~2.7 ms each (0.17 s of a 0.9 s run of 64 shards, 2-core dev VM,
+        # 2026-11-23). Failures are rare and fetched one by one.
+        done = [(n, f) for n, f in zip(names, futures, strict=True) if f.status == "finished"]
+        results = dict(zip([n for n, _ in done], client.gather([f for _, f in done]), strict=True))
+        failures = []
         for n, fut in zip(names, futures, strict=True):
-            if fut.status == "finished":
-                results[n] = fut.result()
-            else:
+            if n not in results:
                 exc = fut.exception()
                 failures.append(
                     f"{n} ({specs[names.index(n)]['source']}): {type(exc).__name__}: {exc}"

@@ -38,6 +38,7 @@
 #include "encoder.h"
 #include "gpu_encoder.h"
 #include "kernels.cuh"
+#include "pack.h"
 #include "pool.cuh"
 #include "pretokenize.h"
 
@@ -114,15 +115,54 @@ void parallel_copy(ThreadPool* pool, const std::vector<std::pair<const char*, si
   });
 }
 
-void parallel_copy_out(ThreadPool* pool, const int32_t* src, size_t count, int32_t* dst) {
+// fn(lo, hi) over [0, count) in slices on the pool when the range is large.
+template <typename Fn>
+void parallel_slices(ThreadPool* pool, size_t count, Fn&& fn) {
   const size_t nt = pool ? std::min<size_t>(pool->size(), (count >> 16) + 1) : 1;
   if (count < (size_t(1) << 18) || nt <= 1) {
-    std::memcpy(dst, src, count * sizeof(int32_t));
+    fn(size_t(0), count);
     return;
   }
-  pool->parallel_for(nt, nt, [&](size_t t) {
-    const size_t lo = count * t / nt, hi = count * (t + 1) / nt;
-    std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(int32_t));
+  pool->parallel_for(nt, nt, [&](size_t t) { fn(count * t / nt, count * (t + 1) / nt); });
+}
+
+// Copies a chunk's `total` ids out of pinned memory into `out` (see GpuOutput): int32 as they
+// are, or narrowed to uint16 with each unit's ids moved by its segment's shift.
+void copy_out(ThreadPool* pool, const int32_t* src, uint32_t total, const Unit* units,
+              const uint32_t* unit_ends, size_t n_units, GpuOutput& out) {
+  const int64_t base = out.tokens;
+  if (out.ids32) {
+    IdVector& ids = *out.ids32;
+    ids.resize(size_t(base) + total);
+    int32_t* dst = ids.data() + base;
+    parallel_slices(pool, total, [&](size_t lo, size_t hi) {
+      std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(int32_t));
+    });
+    return;
+  }
+  U16Vector& ids = *out.ids16;
+  auto shift_of = [&](size_t u) { return out.shift ? out.shift[units[u].seg] : int64_t(0); };
+  if (n_units)
+    ids.resize(std::max<size_t>(ids.size(), size_t(base + total + shift_of(n_units - 1))));
+  uint16_t* dst = ids.data() + base;
+  std::mutex bad_mu;
+  parallel_slices(pool, total, [&](size_t lo, size_t hi) {
+    // The units overlapping [lo, hi): unit u's ids are [unit_ends[u - 1], unit_ends[u]).
+    size_t u = size_t(std::upper_bound(unit_ends, unit_ends + n_units, uint32_t(lo)) - unit_ends);
+    for (size_t a = lo; a < hi && u < n_units; ++u) {
+      const size_t b = std::min<size_t>(hi, unit_ends[u]);
+      if (b <= a) continue;
+      const int64_t bad = narrow_uint16(src + a, b - a, dst + a + shift_of(u));
+      if (bad >= 0) {
+        std::lock_guard<std::mutex> lock(bad_mu);
+        const int64_t at = base + int64_t(a) + bad;
+        if (out.first_bad < 0 || at < out.first_bad) {
+          out.first_bad = at;
+          out.bad_value = src[a + size_t(bad)];
+        }
+      }
+      a = b;
+    }
   });
 }
 
@@ -179,10 +219,11 @@ struct GpuEncoder::Impl {
   std::unique_ptr<ThreadPool> pool;  // host copies of big chunks; made on first need
 
   ThreadPool* copy_pool(size_t bytes) {
-    if (bytes < (size_t(1) << 20)) return nullptr;
+    if (bytes < (size_t(1) << 20) || opt.copy_threads == 1) return nullptr;
     if (!pool) {
       const unsigned hw = std::thread::hardware_concurrency();
-      pool = std::make_unique<ThreadPool>(std::min<unsigned>(hw ? hw : 1, 8u));
+      const unsigned want = opt.copy_threads > 0 ? unsigned(opt.copy_threads) : 8u;
+      pool = std::make_unique<ThreadPool>(std::min<unsigned>(hw ? hw : 1, want));
     }
     return pool.get();
   }
@@ -216,7 +257,7 @@ struct GpuEncoder::Impl {
   }
 
   float run_chunk(const std::vector<std::string_view>& segments, const Unit* units, size_t n_units,
-                  Algorithm algorithm, IdVector& ids, std::vector<int64_t>& ends);
+                  Algorithm algorithm, GpuOutput& out, std::vector<int64_t>& ends);
 };
 
 GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
@@ -238,6 +279,8 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
   if (options.blocking_sync)
     GPUTOK_CUDA(
         cudaEventCreateWithFlags(&impl->ev_sync, cudaEventBlockingSync | cudaEventDisableTiming));
+  if (const char* ct = std::getenv("GPUTOK_GPU_COPY_THREADS"); ct && *ct)  // ablation
+    impl->opt.copy_threads = std::max(0, std::atoi(ct));
   const char* prof = std::getenv("GPUTOK_GPU_PROFILE");
   impl->profile = prof && *prof && *prof != '0';
   const char* nocache = std::getenv("GPUTOK_GPU_NO_CACHE");
@@ -307,7 +350,8 @@ GpuCounters GpuEncoder::counters() const {
 int GpuEncoder::device_id() const { return impl_->opt.device_id; }
 
 float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorithm algorithm,
-                         IdVector& ids, std::vector<int64_t>& ends) {
+                         GpuOutput& out, std::vector<int64_t>& ends) {
+  if (!out.ids32 == !out.ids16) throw CudaError("GpuEncoder::encode needs one output vector");
   Impl& I = *impl_;
   std::lock_guard<std::mutex> lock(I.mu);
   GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
@@ -350,21 +394,21 @@ float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorith
     if (bytes >= kMaxChunk)
       throw DeviceMemoryError("a single piece of " + std::to_string(bytes) +
                               " bytes is over the GPU path's 2 GiB chunk limit");
-    ms += I.run_chunk(segments, units.data() + i, j - i, algorithm, ids, ends);
+    ms += I.run_chunk(segments, units.data() + i, j - i, algorithm, out, ends);
     i = j;
   }
   return ms;
 }
 
 float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments, const Unit* units,
-                                  size_t n_units, Algorithm algorithm, IdVector& ids,
+                                  size_t n_units, Algorithm algorithm, GpuOutput& out,
                                   std::vector<int64_t>& ends) {
   using clk = std::chrono::steady_clock;
   const auto t_start = clk::now();
   size_t n64 = 0;
   for (size_t u = 0; u < n_units; ++u) n64 += units[u].end - units[u].begin;
   const uint32_t n = uint32_t(n64);
-  const int64_t base = int64_t(ids.size());
+  const int64_t base = out.tokens;
   if (n == 0) {
     for (size_t u = 0; u < n_units; ++u)
       if (units[u].last) ends.push_back(base);
@@ -574,11 +618,9 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   const auto t_synced = clk::now();
   float ms = 0.0f;
   GPUTOK_CUDA(cudaEventElapsedTime(&ms, ev0, ev1));
-  const size_t old = ids.size();
-  ids.resize(old + total);
-  parallel_copy_out(copy_pool(size_t(total) * 4),
-                    reinterpret_cast<const int32_t*>(pin_out.base() + ids_at), total,
-                    ids.data() + old);
+  copy_out(copy_pool(size_t(total) * 4), reinterpret_cast<const int32_t*>(pin_out.base() + ids_at),
+           total, units, unit_ends.data(), n_units, out);
+  out.tokens += total;
   if (profile && !graph) {
     std::string stages;  // the fused kernel's own split, from its timestamps
     if (fused) {

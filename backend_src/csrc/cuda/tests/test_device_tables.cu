@@ -170,14 +170,29 @@ int main(int argc, char** argv) {
         GpuEncoder g(vocab, o);
         IdVector ids;
         std::vector<int64_t> ends;
-        const float ms = g.encode(segs, a, ids, ends);
-        const bool ok =
-            std::equal(ids.begin(), ids.end(), want.begin(), want.end()) && ends == want_ends;
+        GpuOutput out;
+        out.ids32 = &ids;
+        const float ms = g.encode(segs, a, out, ends);
+        bool ok = std::equal(ids.begin(), ids.end(), want.begin(), want.end()) &&
+                  ends == want_ends && out.tokens == int64_t(want.size());
+        // The same as uint16, segment k moved k places on (a separator slot after each).
+        U16Vector ids16;
+        std::vector<int64_t> shift(segs.size()), ends16;
+        for (size_t k = 0; k < segs.size(); ++k) shift[k] = int64_t(k);
+        GpuOutput out16;
+        out16.ids16 = &ids16;
+        out16.shift = shift.data();
+        g.encode(segs, a, out16, ends16);
+        bool ok16 = ends16 == want_ends && out16.first_bad < 0;
+        for (size_t k = 0, i = 0; ok16 && k < segs.size(); ++k)
+          for (; i < size_t(want_ends[k]); ++i)
+            ok16 = ok16 && i + k < ids16.size() && ids16[i + k] == uint16_t(want[i]);
         std::printf(
             "run %d: encode %zu bytes, algorithm %d, gpu_pretokenize %d: %zu ids, %.3f ms kernels: "
-            "%s\n",
-            run, bytes, int(a), int(gpu_pretok), ids.size(), ms, ok ? "ok" : "MISMATCH");
-        if (!ok) failures++;
+            "%s, uint16 %s\n",
+            run, bytes, int(a), int(gpu_pretok), ids.size(), ms, ok ? "ok" : "MISMATCH",
+            ok16 ? "ok" : "MISMATCH");
+        if (!ok || !ok16) failures++;
       }
     }
   }
