@@ -13,17 +13,10 @@ OUT=${OUT:-/tmp/gputok_corpus_bench}
 mkdir -p "$OUT"
 touch "$OUT/.start"
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || { echo "wheel install failed"; exit 1; }
+# Set-up is gpu_check.sh's build stage: the carried wheels into /tmp/site, the prebuilt module
+# (rebuilt with cmake + ninja where it does not import).
+bash scripts/gpu_check.sh build >"$OUT/setup.log" 2>&1 || { tail -20 "$OUT/setup.log"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD/backend_src
-for f in .gpucarry/gpu/_core.cpython-*.so; do [ -f "$f" ] && cp "$f" backend_src/gputok/; done
-if ! python3 -c "import gputok, sys; sys.exit(0 if gputok.cuda_available()[0] else 1)"; then
-  echo "prebuilt module unusable: building"
-  cmake -S backend_src -B /tmp/gputok_build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DPython_EXECUTABLE="$(command -v python3)" -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" >"$OUT/cmake.log" 2>&1 \
-    && ninja -C /tmp/gputok_build >"$OUT/build.log" 2>&1 && cp /tmp/gputok_build/_core.*.so backend_src/gputok/ \
-    || { tail -20 "$OUT/build.log"; exit 1; }
-fi
 [ -f .cache/corpus/corpus-bench.jsonl ] || python3 bench/corpus.py unbundle --bundle .carry/corpus-bench.jsonl.xz >"$OUT/corpus.log" 2>&1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 echo "host cores: $(nproc)"
