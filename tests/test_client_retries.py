@@ -134,3 +134,20 @@ def test_regression_model_unloading_during_restart_is_retried(monkeypatch, no_sl
         c.tokenize(["ab"])
     assert not ei.value.retryable
     assert fake.calls == 1 and no_sleep == []
+
+
+def test_regression_grpc_call_cancelled_by_a_stopping_server_is_retried(monkeypatch, no_sleep):
+    """Regression (found by a fresh-clone CI run of tests/e2e/test_restart.py, gRPC with
+    --retries 10, 2026-11-23): Triton stopping on SIGTERM cancels the gRPC calls in flight,
+    and the client got "[StatusCode.CANCELLED] CANCELLED". It classified that as an input
+    error: exit 2 at once, nothing written. This client never cancels its own calls, and a
+    tokenize request is idempotent: retry it like a refused connection."""
+    pytest.importorskip("tritonclient")
+    from tritonclient.utils import InferenceServerException
+
+    cancelled = InferenceServerException("CANCELLED", status="StatusCode.CANCELLED")
+    fake = _Flaky(2, cancelled)
+    c = GputokClient("127.0.0.1:1", protocol="grpc", retries=3)
+    monkeypatch.setattr(c, "_client", lambda: fake)
+    assert [a.tolist() for a in c.tokenize(["ab"])] == [[7, 7]]
+    assert fake.calls == 3 and no_sleep == [0.5, 1.0]

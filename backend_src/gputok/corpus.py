@@ -1276,7 +1276,7 @@ def default_threads_per_worker(
 
     GPU workers: min(MAX_GPU_THREADS_PER_WORKER, cores / (GPUs x workers per GPU)), at least
     1: about one shard in flight per core. One shard's pipeline is a chain of one-core stages
-    (its reader decodes Parquet, ~0.45 GB/s; its writer packs, hashes and writes, ~0.8 GB/s),
+    (its reader decodes Parquet, ~0.45 GB/s; its writer hashes and writes, ~0.8 GB/s or more),
     far below the GPU (~3 GB/s end to end), and each stage also waits on the others, so a GPU
     needs many shards in flight; on the 16-core H200 host 4 workers x 4 shards beat 4 x 2 and
     3 x 2 (2026-11-23). All threads of a worker share its one tokenizer. CPU workers: 1. The

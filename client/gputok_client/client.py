@@ -60,7 +60,10 @@ def _is_retryable(e: Exception) -> bool:
         return True
     if "invalid" in status or "400" in status or "invalid_arg" in text or "restricted" in text:
         return False
+    # CANCELLED: a stopping server cancels the gRPC calls in flight ("[StatusCode.CANCELLED]
+    # CANCELLED", 2026-11-23); this client never cancels its own, and tokenizing is idempotent.
     markers = (
+        "cancelled",
         "unavailable",
         "connection",
         "refused",
