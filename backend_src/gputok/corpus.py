@@ -24,8 +24,8 @@ Dask is imported lazily: ``import gputok`` and the readers here work without it.
 Performance notes. Per worker, a reader thread parses batch k+1, gputok tokenizes batch k
 straight into uint16 + EOT (GIL released) and a writer thread sha256-hashes and writes batch
 k-1 (other tokenizers' ids are packed there, _pack). Batches reach the tokenizer as one buffer +
-offsets (Tokenizer.encode_buffer_uint16: no Python object per document); a shard is cut into at least PIPELINE_BATCHES batches so the stages
-overlap within it; a GPU worker runs several shards at once (Dask threads, sharing its one
+offsets (Tokenizer.encode_buffer_uint16: no Python object per document); a shard is cut into
+at least PIPELINE_BATCHES batches so the stages overlap within it; a GPU worker runs several shards at once (Dask threads, sharing its one
 tokenizer) because one shard's stream is capped by one-core stages. Measured 2026-11-22 (in
 process, 16.7 MB in 4 Parquet shards of one row group, snappy, fsync): on an H200 host (16 cores)
 the pipeline alone went 0.207 -> 0.266 GB/s and with the GPU tokenizer 0.144 -> 0.176 GB/s per
