@@ -27,6 +27,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from gputok import cli  # noqa: E402
 from gputok.corpus import (  # noqa: E402
+    STAGES,
     CorpusError,
     CorpusInputError,
     load_shard,
@@ -195,8 +196,14 @@ def test_resume_redoes_damaged_and_partial(client, tmp_path, docs, ref):
     assert r.manifest == first
     assert {p.name: p.read_bytes() for p in out.glob("*.bin")} == bins
     check_output(out, ref, docs)
-    # Nothing left to do: everything verifies.
-    assert run(client, inputs, out).verified == [f"shard_{k:05d}" for k in range(N_SHARDS)]
+    # Stage times: the written shards' stages, and their whole tasks, which contain them.
+    st = r.stage_seconds
+    assert set(st) == {*STAGES, "task"} and st["encode"] > 0
+    assert st["task"] >= sum(st[k] for k in STAGES) > 0
+    # Nothing left to do: everything verifies (and no stage time is counted).
+    r = run(client, inputs, out)
+    assert r.verified == [f"shard_{k:05d}" for k in range(N_SHARDS)]
+    assert r.stage_seconds == dict.fromkeys([*STAGES, "task"], 0.0)
 
 
 @pytest.mark.parametrize("stage", ["mid", "before_entry"])
