@@ -326,6 +326,7 @@ def run_dask(
     workers_per_gpu: int | None = None,
     contender: str | None = None,
     switch_interval_ms: float | None = None,
+    parquet_decoder: str = "arrow",
 ) -> dict:
     """Time ``tokenize_corpus`` on a local cluster: gputok on ``gpus`` GPUs with
     ``workers_per_gpu`` processes each (or ``workers`` CPU workers), or, with ``contender``,
@@ -379,6 +380,7 @@ def run_dask(
                 overwrite=True,
                 fsync=fsync,
                 min_batch_bytes=min_batch_bytes,
+                parquet_decoder=parquet_decoder,
                 log=lambda m: None,
             )
             times.append(run.seconds)
@@ -473,12 +475,17 @@ def markdown(rep: dict) -> tuple[str, str]:
         base = [
             x["GBps"]
             for x in rep["gputok"]
-            if (x.get("gpus"), x.get("workers_per_gpu")) == (1, r.get("workers_per_gpu"))
-            or (not r.get("gpus") and x["workers"] == 1)
+            if (
+                (x.get("gpus"), x.get("workers_per_gpu")) == (1, r.get("workers_per_gpu"))
+                or (not r.get("gpus") and x["workers"] == 1)
+            )
+            and x.get("parquet_decoder", "arrow") == r.get("parquet_decoder", "arrow")
         ]
         one = base[0] if base else None
         vs1 = f"{r['GBps'] / one:.2f}×" if one else "–"
         who = f"{r['gpus']} GPU × {r['workers_per_gpu']}" if r.get("gpus") else str(r["workers"])
+        if r.get("parquet_decoder", "arrow") != "arrow":
+            who += f", Parquet by {r['parquet_decoder']}"
         lines.append(
             f"| **gputok corpus**{ok} | {who} | {'/'.join(r['devices'])} | "
             f"{r['threads_per_worker']} | {r['threads']} | {r['min_batch_mb']:g} | "
@@ -490,8 +497,13 @@ def markdown(rep: dict) -> tuple[str, str]:
             "",
             f"gigatoken's best here is {best_g:.3f} GB/s (Dask); per GPU against it: "
             + ", ".join(
-                f"{r['gpus']} GPU × {r['workers_per_gpu']}: "
-                f"{r['GBps'] / max(1, r['gpus']) / best_g:.2f}×"
+                f"{r['gpus']} GPU × {r['workers_per_gpu']}"
+                + (
+                    f" ({r['parquet_decoder']})"
+                    if r.get("parquet_decoder", "arrow") != "arrow"
+                    else ""
+                )
+                + f": {r['GBps'] / max(1, r['gpus']) / best_g:.2f}×"
                 for r in rep["gputok"]
                 if r.get("gpus")
             ),
@@ -565,6 +577,13 @@ def main() -> int:
         metavar="P[,P...]",
         help="gputok worker processes per GPU to run, e.g. 1,2,4 (default: the library's, "
         "min(4, cores / (4 x GPUs)))",
+    )
+    ap.add_argument(
+        "--parquet-decoders",
+        default="arrow",
+        metavar="D[,D...]",
+        help="gputok runs with each Parquet decoder: arrow, gputok (the page reader, snappy on "
+        "the GPU of GPU workers) (default: arrow)",
     )
     ap.add_argument(
         "--contender-workers",
@@ -779,7 +798,8 @@ def main() -> int:
 
     rep["gputok"] = []
     per_gpu = [int(x) for x in args.workers_per_gpu.split(",") if x.strip()] or [None]
-    for w, pw in [(w, pw) for pw in per_gpu for w in counts]:
+    decoders = [x.strip() for x in args.parquet_decoders.split(",") if x.strip()] or ["arrow"]
+    for w, pw, dec in [(w, pw, d) for d in decoders for pw in per_gpu for w in counts]:
         on_gpu_machine = gpus > 0 and args.device != "cpu"
         r = dask_run(
             work / f"out-gputok-{w}",
@@ -787,6 +807,7 @@ def main() -> int:
             gpus=w if on_gpu_machine else None,
             workers_per_gpu=pw,
             tpw=args.threads_per_worker,
+            parquet_decoder=dec,
         )
         s = statistics.median(r["seconds"])
         on_gpu = "cuda" in r["devices"]
@@ -810,10 +831,11 @@ def main() -> int:
                 "exact": exact,
                 "stage_seconds": {k: round(v, 3) for k, v in r["stage_seconds"].items()},
                 "cpu_busy": r["cpu_busy"],
+                "parquet_decoder": dec,
             }
         )
         log(
-            f"gputok x{w}, {pw} per GPU ({'/'.join(r['devices'])}, {r['threads_per_worker']} shard(s) per "
+            f"gputok x{w}, {pw} per GPU, Parquet by {dec} ({'/'.join(r['devices'])}, {r['threads_per_worker']} shard(s) per "
             f"worker at once): {s:.3f} s, {nbytes / s / 1e9:.3f} GB/s, "
             f"{'exact' if exact else 'MISMATCH vs gigatoken'}, host cores busy {r['cpu_busy']}"
         )

@@ -124,11 +124,14 @@ def check_output(out: Path, ref, docs, eot=True) -> dict:
     return man
 
 
-@pytest.mark.parametrize("fmt", ["text", "jsonl", "parquet"])
+@pytest.mark.parametrize("fmt", ["text", "jsonl", "parquet", "parquet-pages"])
 def test_formats_equal_tiktoken(client, tmp_path, docs, ref, fmt):
+    """(parquet-pages: gputok's page reader instead of Arrow's.)"""
+    dec = "gputok" if fmt == "parquet-pages" else "arrow"
+    fmt = fmt.split("-")[0]
     inputs = write_inputs(tmp_path, fmt, docs)
     sep = SEP if fmt == "text" else None
-    r = run(client, inputs, tmp_path / "out", text_separator=sep)
+    r = run(client, inputs, tmp_path / "out", text_separator=sep, parquet_decoder=dec)
     assert r.written == [f"shard_{k:05d}" for k in range(N_SHARDS)] and not r.verified
     man = check_output(tmp_path / "out", ref, docs)
     assert man["totals"]["tokens"] == sum(map(len, ref)) + len(docs)
@@ -351,22 +354,26 @@ def _corpus_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("gputok-corpus")]
 
 
-def test_parquet_errors(client, tmp_path):
+@pytest.mark.parametrize("decoder", ["arrow", "gputok"])
+def test_parquet_errors(client, tmp_path, decoder):
     d = tmp_path / "in"
     d.mkdir()
     pq.write_table(pa.table({"body": ["x"]}), d / "a.parquet")
     pq.write_table(pa.table({"text": [1, 2]}), d / "b.parquet")
     pq.write_table(pa.table({"text": ["x", None]}), d / "c.parquet")
     with pytest.raises(CorpusError) as ei:
-        run(client, d, tmp_path / "out")
+        run(client, d, tmp_path / "out", parquet_decoder=decoder)
     msg = str(ei.value)
     assert "a.parquet: no column 'text' (columns: 'body')" in msg
     assert "b.parquet: column 'text' is int64, expected a string column" in msg
     assert "c.parquet: row 1: column 'text' is null" in msg
 
 
-@pytest.mark.parametrize("fmt", ["text", "jsonl", "parquet"])
+@pytest.mark.parametrize("fmt", ["text", "jsonl", "parquet", "parquet-pages"])
 def test_invalid_utf8_policies(client, tmp_path, fmt):
+    """(parquet-pages: gputok's page reader, whose batches are spans into the pages.)"""
+    dec = {"parquet_decoder": "gputok" if fmt == "parquet-pages" else "arrow"}
+    fmt = fmt.split("-")[0]
     from references import tiktoken_gpt2
 
     enc = tiktoken_gpt2()
@@ -381,12 +388,12 @@ def test_invalid_utf8_policies(client, tmp_path, fmt):
         pq.write_table(pa.table({"text": pa.array(raw, pa.binary())}), d / "a.parquet")
     sep = "\n" if fmt == "text" else None
     with pytest.raises(CorpusError, match=r"invalid UTF-8 at byte (4 of the doc|14 of the line)"):
-        run(client, d, tmp_path / "strict", text_separator=sep)
-    run(client, d, tmp_path / "replace", text_separator=sep, errors="replace")
+        run(client, d, tmp_path / "strict", text_separator=sep, **dec)
+    run(client, d, tmp_path / "replace", text_separator=sep, errors="replace", **dec)
     tokens, offsets = load_shard(tmp_path / "replace", "shard_00000")
     want = [t for r in raw for t in enc.encode_ordinary(r.decode("utf-8", "replace")) + [EOT]]
     assert want and list(tokens) == want and len(offsets) == 4
-    r = run(client, d, tmp_path / "skip", text_separator=sep, errors="skip")
+    r = run(client, d, tmp_path / "skip", text_separator=sep, errors="skip", **dec)
     tokens, offsets = load_shard(tmp_path / "skip", "shard_00000")
     want = [t for r in (raw[0], raw[2]) for t in enc.encode_ordinary(r.decode()) + [EOT]]
     assert want and list(tokens) == want and len(offsets) == 3

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../csrc/decode.h"
@@ -12,6 +13,7 @@
 #include "../csrc/gpu_encoder.h"
 #include "../csrc/merge.h"
 #include "../csrc/pack.h"
+#include "../csrc/parquet.h"
 #include "../csrc/pretokenize.h"
 #include "../csrc/vocab.h"
 
@@ -142,6 +144,49 @@ std::vector<SpecialToken> to_specials(const py::dict& specials) {
 }
 
 // A tokenizer core: the vocabulary, the CPU encoder and, on device="cuda", a GPU encoder.
+// Parquet column chunks lying in `buf` at (offset, size, rows) each -> (pages uint8, spans
+// int64 of shape (rows, 2)); GIL released.
+py::tuple parquet_decode_py(const py::object& buf, const std::vector<ParquetChunkRef>& chunks,
+                            const std::string& codec, int max_def, GpuEncoder* gpu) {
+  ParquetCodec c;
+  if (codec == "UNCOMPRESSED" || codec == "NONE")
+    c = ParquetCodec::kUncompressed;
+  else if (codec == "SNAPPY")
+    c = ParquetCodec::kSnappy;
+  else
+    throw ParquetUnsupported("compression " + codec);
+  ParquetValues v;
+  {
+    const ByteBuffer b(buf);
+    py::gil_scoped_release release;
+    v = parquet_decode(static_cast<const uint8_t*>(b.view.buf), size_t(b.view.len), chunks, c,
+                       max_def, gpu);
+  }
+  auto* data = v.data.release();
+  py::capsule owner(data, [](void* p) { delete[] static_cast<uint8_t*>(p); });
+  py::array_t<uint8_t> pages({py::ssize_t(v.size)}, {py::ssize_t(1)}, data, owner);
+  py::array_t<int64_t> spans = to_numpy(std::move(v.spans));
+  return py::make_tuple(pages, spans.reshape({py::ssize_t(spans.size() / 2), py::ssize_t(2)}));
+}
+
+// `chunks`: a list of (offset, size, rows), or None for one chunk: all of buf with `rows` rows.
+std::vector<ParquetChunkRef> to_chunk_refs(const py::object& buf, const py::object& chunks,
+                                           int64_t rows) {
+  std::vector<ParquetChunkRef> refs;
+  if (chunks.is_none()) {
+    if (rows < 0) throw py::value_error("rows must be >= 0");
+    const ByteBuffer b(buf);
+    refs.push_back({0, int64_t(b.view.len), rows});
+    return refs;
+  }
+  for (const auto& item : chunks.cast<py::sequence>()) {
+    const auto t = item.cast<std::tuple<int64_t, int64_t, int64_t>>();
+    if (std::get<2>(t) < 0) throw py::value_error("rows must be >= 0");
+    refs.push_back({std::get<0>(t), std::get<1>(t), std::get<2>(t)});
+  }
+  return refs;
+}
+
 class Core {
  public:
   Core(std::shared_ptr<const Vocab> vocab, const std::string& device, int device_id,
@@ -279,6 +324,12 @@ class Core {
 
   bool on_gpu() const { return gpu_ != nullptr; }
 
+  // Parquet pages decompressed on this encoder's GPU when it has one (parquet.h).
+  py::tuple parquet_decode(const py::object& chunk, const std::string& codec, int64_t rows,
+                           int max_def, const py::object& chunks) {
+    return parquet_decode_py(chunk, to_chunk_refs(chunk, chunks, rows), codec, max_def, gpu_.get());
+  }
+
  private:
   std::shared_ptr<const Vocab> vocab_;
   // (ids, offsets, kernel_ms) of `inputs` on the GPU encoder when there is one, else the CPU
@@ -335,6 +386,26 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<Utf8Error>(m, "Utf8Error", PyExc_ValueError);
   py::register_exception<DisallowedSpecialError>(m, "DisallowedSpecialError", PyExc_ValueError);
   py::register_exception<IdRangeError>(m, "IdRangeError", PyExc_OverflowError);
+  py::register_exception<ParquetUnsupported>(m, "ParquetUnsupported", PyExc_NotImplementedError);
+  py::register_exception<ParquetCorrupt>(m, "ParquetCorrupt", PyExc_ValueError);
+  // A null value: args (message, row within the chunk).
+  static py::exception<ParquetNull> parquet_null(m, "ParquetNull", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const ParquetNull& e) {
+      PyErr_SetObject(parquet_null.ptr(), py::make_tuple(e.what(), e.row).ptr());
+    }
+  });
+  m.def(
+      "parquet_decode",
+      [](const py::object& chunk, const std::string& codec, int64_t rows, int max_def,
+         const py::object& chunks) {
+        return parquet_decode_py(chunk, to_chunk_refs(chunk, chunks, rows), codec, max_def,
+                                 nullptr);
+      },
+      py::arg("chunk"), py::arg("codec"), py::arg("rows"), py::arg("max_def"),
+      py::arg("chunks") = py::none());
 
   m.def("cuda_available", [] {
     std::string why;
@@ -476,6 +547,8 @@ PYBIND11_MODULE(_core, m) {
       .def("encode_list", &Core::encode_list, py::arg("text"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"), py::arg("algorithm"))
       .def("decode_bytes", &Core::decode_bytes)
+      .def("parquet_decode", &Core::parquet_decode, py::arg("chunk"), py::arg("codec"),
+           py::arg("rows"), py::arg("max_def"), py::arg("chunks") = py::none())
       .def("gpu_counters", &Core::gpu_counters)
       .def("set_pool_limit", &Core::set_pool_limit)
       .def("set_gpu_pretokenize", &Core::set_gpu_pretokenize)

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "parquet.h"
 #include "vocab.h"
 
 namespace gputok {
@@ -41,6 +42,7 @@ struct UninitAllocator : std::allocator<T> {
 
 using IdVector = std::vector<int32_t, UninitAllocator<int32_t>>;
 using U16Vector = std::vector<uint16_t, UninitAllocator<uint16_t>>;
+using ByteVector = std::vector<uint8_t, UninitAllocator<uint8_t>>;
 
 // Where GpuEncoder::encode puts the ids: as int32 (`ids32`), or narrowed to uint16 while they
 // are copied out of the pinned buffer (`ids16`, the corpus shard format), with segment k's ids
@@ -123,6 +125,12 @@ class GpuEncoder {
   // kernels and the copy-out, which all use the encoder's one set of buffers.
   float encode(const std::vector<std::string_view>& segments, Algorithm algorithm, GpuOutput& out,
                std::vector<int64_t>& ends);
+
+  // Parquet pages (parquet.h): runs `copies` of chunk[0, size) into out[0, out_size), the
+  // snappy ones on the device (one warp per 64 KiB fragment, cuda/parquet.cu), the plain ones
+  // on the host. Throws ParquetCorrupt for a malformed stream. Thread-safe like encode().
+  void decompress_pages(const uint8_t* chunk, size_t size, const std::vector<PageCopy>& copies,
+                        uint8_t* out, size_t out_size);
 
   void set_gpu_pretokenize(bool on);
   void set_pool_limit(size_t bytes);

@@ -152,4 +152,119 @@ struct VocabView {
   const uint64_t* byte_pairs = nullptr;
 };
 
+// ---------------------------------------------------------------------------
+// Snappy (raw format), for Parquet pages: a varint uncompressed length, then tags. A tag is a
+// literal (its bytes follow) or a copy of `len` bytes from `offset` bytes back in the output.
+// The CPU decoder (parquet.cpp) and the GPU kernels (cuda/parquet.cu) parse tags with the one
+// function below, and the GPU's fragment scan is snappy_scan itself.
+struct SnappyTag {
+  uint32_t len;     // bytes of output
+  uint32_t offset;  // copies: distance back (> 0); literals: 0
+  uint32_t size;    // bytes of the tag itself (a literal's data follows it)
+};
+
+// The tag at src[ip] (ip < end). False when it runs past `end` or is impossibly long.
+GPUTOK_HD bool snappy_tag(const uint8_t* src, size_t ip, size_t end, SnappyTag& t) {
+  const uint32_t tag = src[ip];
+  switch (tag & 3) {
+    case 0: {
+      uint32_t l = tag >> 2;
+      t.size = 1;
+      if (l >= 60) {
+        const uint32_t nb = l - 59;
+        if (ip + 1 + nb > end) return false;
+        uint64_t v = 0;
+        for (uint32_t i = 0; i < nb; ++i) v |= uint64_t(src[ip + 1 + i]) << (8 * i);
+        if (v >= 0x7FFFFFFFu) return false;
+        l = uint32_t(v);
+        t.size = 1 + nb;
+      }
+      t.len = l + 1;
+      t.offset = 0;
+      return true;
+    }
+    case 1:
+      if (ip + 2 > end) return false;
+      t.len = 4 + ((tag >> 2) & 7);
+      t.offset = ((tag >> 5) << 8) | src[ip + 1];
+      t.size = 2;
+      return true;
+    case 2:
+      if (ip + 3 > end) return false;
+      t.len = (tag >> 2) + 1;
+      t.offset = uint32_t(src[ip + 1]) | (uint32_t(src[ip + 2]) << 8);
+      t.size = 3;
+      return true;
+    default:
+      if (ip + 5 > end) return false;
+      t.len = (tag >> 2) + 1;
+      t.offset = uint32_t(src[ip + 1]) | (uint32_t(src[ip + 2]) << 8) |
+                 (uint32_t(src[ip + 3]) << 16) | (uint32_t(src[ip + 4]) << 24);
+      t.size = 5;
+      return true;
+  }
+}
+
+// The stream's uncompressed length (a varint of at most 5 bytes) and the varint's size.
+GPUTOK_HD bool snappy_length(const uint8_t* src, size_t n, uint32_t& length, uint32_t& size) {
+  uint64_t v = 0;
+  for (uint32_t i = 0; i < 5 && i < n; ++i) {
+    v |= uint64_t(src[i] & 0x7F) << (7 * i);
+    if (!(src[i] & 0x80)) {
+      if (v > 0xFFFFFFFFu) return false;
+      length = uint32_t(v);
+      size = i + 1;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Google's snappy compresses 64 KiB blocks independently: no tag crosses a block's boundary
+// in the output and no copy reaches into an earlier block. Where a stream keeps to that, its
+// blocks ("fragments") decode in parallel, one warp each.
+constexpr uint32_t kSnappyFragment = 1u << 16;
+enum SnappyScan : int32_t { kSnappyCorrupt = -1, kSnappyFragmented = 0, kSnappySequential = 1 };
+
+// Walks the tags of src[0, n) (after the length varint) without copying anything: checks
+// that the stream is well formed and produces exactly `out_len` bytes, and writes to
+// frag_ip[k] the input position where output fragment k starts (ceil(out_len / 64 KiB)
+// entries). Returns kSnappySequential when some tag or copy crosses a fragment boundary
+// (decode the stream in one piece), kSnappyCorrupt when it is malformed.
+GPUTOK_HD int32_t snappy_scan(const uint8_t* src, size_t n, size_t ip, uint32_t out_len,
+                              uint32_t* frag_ip) {
+  uint32_t op = 0;
+  bool fragmented = true;
+  while (ip < n) {
+    SnappyTag t;
+    if (!snappy_tag(src, ip, n, t)) return kSnappyCorrupt;
+    if (uint64_t(op) + t.len > out_len) return kSnappyCorrupt;
+    if (t.offset == 0) {
+      if (ip + t.size + uint64_t(t.len) > n) return kSnappyCorrupt;
+    } else if (t.offset > op) {
+      return kSnappyCorrupt;
+    }
+    if (fragmented) {
+      const uint32_t frag = op / kSnappyFragment, first = frag * kSnappyFragment;
+      if (op == first) frag_ip[frag] = uint32_t(ip);
+      if ((op + t.len - 1) / kSnappyFragment != frag || (t.offset && op - t.offset < first))
+        fragmented = false;
+    }
+    ip += t.size + (t.offset == 0 ? t.len : 0);
+    op += t.len;
+  }
+  if (op != out_len) return kSnappyCorrupt;
+  return fragmented ? kSnappyFragmented : kSnappySequential;
+}
+
+// One snappy stream for the GPU (cuda/parquet.cu): input src[0, src_size) of the chunk
+// (tags from `ip` on, after the length varint), output dst[0, out_len) of the pages' buffer.
+// Its fragments are [frag0, frag0 + ceil(out_len / 64 KiB)) of the call's fragments, its
+// input segments (kSnappySegment bytes each, from `ip` on) [seg0, seg0 + segments).
+struct SnappyJob {
+  uint64_t src, dst;
+  uint32_t src_size, ip, out_len, frag0, seg0;
+};
+constexpr uint32_t kSnappySegment = 4096;
+
 }  // namespace gputok

@@ -504,12 +504,20 @@ def _json_type(v) -> str:
 
 
 def read_parquet(
-    path: str, column: str, batch_bytes: int, *, min_batch_bytes: int = MIN_BATCH_BYTES
+    path: str,
+    column: str,
+    batch_bytes: int,
+    *,
+    min_batch_bytes: int = MIN_BATCH_BYTES,
+    decoder: Callable | None = None,
 ) -> Iterator[Batch]:
     """Parquet: the string (or binary) column ``column``; nulls are an error. Documents are
-    handed on as Arrow's buffers (bytes), so gputok validates their UTF-8 under the run's
-    policy. Decoding (snappy, dictionary pages) is the cost here; it runs on the reader
-    thread with the GIL released, overlapped with tokenizing and writing."""
+    handed on as buffers (bytes), so gputok validates their UTF-8 under the run's policy.
+
+    Decoding (snappy, dictionary pages) is the cost here; it runs on the reader thread with
+    the GIL released, overlapped with tokenizing and writing. ``decoder``: gputok's own page
+    reader (``Core.parquet_decode``: snappy on the GPU, the values never copied; see
+    ``_parquet_decoder``) for the row groups it can read, Arrow for the rest; None: Arrow."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -546,24 +554,123 @@ def read_parquet(
     avg = max(1, total // rows)
     target = _batch_target(batch_bytes, total, min_batch_bytes)
     batch_rows = int(min(max(target // avg, 64), 1 << 20))
+    leaf = _parquet_leaf(pf, column) if decoder is not None else None
     row = 0
     try:
-        # use_threads=False: the column is decoded on this reader thread. One column gives
-        # Arrow's pool nothing to split, so the pool only adds hand-offs (2.2 -> 2.0 CPU s per
-        # GB, median of 6, dev VM, 2026-11-23; on the H200 host within run-to-run noise, one
-        # GPU 1.80 -> 1.83 GB/s) and, with a worker's shards all queueing on it, a shared
-        # bottleneck; the shards in flight are the parallelism.
-        for rb in pf.iter_batches(batch_size=batch_rows, columns=[column], use_threads=False):
-            arr = rb.column(0)
-            if arr.null_count:
-                first = next(i for i, v in enumerate(arr.is_null().to_pylist()) if v)
-                raise CorpusInputError(
-                    f"{path}: row {row + first}: column {column!r} is null, expected a string"
-                )
-            yield _arrow_batch(arr, lambda i, r=row: f"{path}: row {r + i}")
-            row += len(arr)
+        with open(path, "rb") if leaf is not None else contextlib.nullcontext() as f:
+            rg = 0
+            while rg < md.num_row_groups:
+                upto = rg + 1
+                if leaf is not None:
+                    chunks, upto = _row_group_run(md, rg, leaf[0])
+                    got = _decode_row_groups(f, chunks, leaf[1], decoder, path, row)
+                    if got is not None:
+                        pages, spans = got
+                        yield from _span_batches(pages, spans, target, path, row)
+                        row += len(spans)
+                        rg = upto
+                        continue
+                # Arrow: use_threads=False: the column is decoded on this reader thread. One
+                # column gives Arrow's pool nothing to split, so the pool only adds hand-offs
+                # (2.2 -> 2.0 CPU s per GB, median of 6, dev VM, 2026-11-23; on the H200 host
+                # within run-to-run noise) and, with a worker's shards all queueing on it, a
+                # shared bottleneck; the shards in flight are the parallelism.
+                for rb in pf.iter_batches(
+                    batch_size=batch_rows,
+                    row_groups=range(rg, upto),
+                    columns=[column],
+                    use_threads=False,
+                ):
+                    arr = rb.column(0)
+                    if arr.null_count:
+                        first = next(i for i, v in enumerate(arr.is_null().to_pylist()) if v)
+                        raise CorpusInputError(
+                            f"{path}: row {row + first}: column {column!r} is null, "
+                            "expected a string"
+                        )
+                    yield _arrow_batch(arr, lambda i, r=row: f"{path}: row {r + i}")
+                    row += len(arr)
+                rg = upto
     except pa.ArrowException as e:
         raise CorpusInputError(f"{path}: cannot read as Parquet: {e}") from e
+
+
+# Compressed bytes of consecutive row groups that the page reader takes in one call. The GPU's
+# snappy kernels are latency-bound per page (the tag walk), so one call with more pages costs
+# little more than one with few: see docs/benchmarks.md, "Parquet pages on the GPU".
+PAGE_READER_GROUP_BYTES = 32 << 20
+
+
+def _row_group_run(md, rg: int, leaf: int) -> tuple[list, int]:
+    """The column chunks of row groups rg, rg + 1, ... (one codec, up to
+    PAGE_READER_GROUP_BYTES compressed) and the row group after them."""
+    chunks = [md.row_group(rg).column(leaf)]
+    total, k = chunks[0].total_compressed_size, rg + 1
+    while k < md.num_row_groups and total < PAGE_READER_GROUP_BYTES:
+        c = md.row_group(k).column(leaf)
+        if c.compression != chunks[0].compression:
+            break
+        chunks.append(c)
+        total += c.total_compressed_size
+        k += 1
+    return chunks, k
+
+
+def _parquet_leaf(pf, column: str) -> tuple[int, int] | None:
+    """(index, maximum definition level) of ``column``'s leaf in the Parquet schema when
+    gputok's page reader can read it (a flat BYTE_ARRAY column, no repetition), else None."""
+    for i in range(len(pf.schema)):
+        c = pf.schema.column(i)
+        if c.path == column:
+            ok = c.physical_type == "BYTE_ARRAY" and c.max_repetition_level == 0
+            return (i, c.max_definition_level) if ok and c.max_definition_level <= 1 else None
+    return None
+
+
+def _decode_row_groups(f, chunks: list, max_def: int, decoder: Callable, path: str, row0: int):
+    """(pages, spans) of column chunks (one per row group, in order) through ``decoder`` in
+    one call, or None where it cannot read them (another codec or encoding, or pages it finds
+    malformed: Arrow then reads them and reports what is wrong). A null is an error here as on
+    the Arrow path."""
+    from gputok import _core
+
+    refs, at = [], 0
+    for c in chunks:
+        refs.append((at, c.total_compressed_size, c.num_values))
+        at += c.total_compressed_size
+    buf = bytearray(at)
+    view = memoryview(buf)
+    try:
+        for c, (off, size, _) in zip(chunks, refs, strict=True):
+            start = c.data_page_offset
+            if c.has_dictionary_page and c.dictionary_page_offset:
+                start = min(start, c.dictionary_page_offset)
+            f.seek(start)
+            if f.readinto(view[off : off + size]) != size:
+                return None
+    except OSError as e:
+        raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
+    try:
+        return decoder(buf, chunks[0].compression, 0, max_def, refs)
+    except _core.ParquetNull as e:
+        raise CorpusInputError(
+            f"{path}: row {row0 + int(e.args[1])}: column {chunks[0].path_in_schema!r} is "
+            "null, expected a string"
+        ) from None
+    except (_core.ParquetUnsupported, _core.ParquetCorrupt):
+        return None
+
+
+def _span_batches(pages, spans: np.ndarray, target: int, path: str, row0: int) -> Iterator[Batch]:
+    """Batches of about ``target`` bytes of text over one decoded row group."""
+    ends = np.cumsum(spans[:, 1] - spans[:, 0])
+    a = 0
+    while a < len(spans):
+        done = ends[a - 1] if a else 0
+        b = int(np.searchsorted(ends, done + target, side="right"))
+        b = min(max(b, a + 1), len(spans))
+        yield Batch(None, lambda i, r=row0 + a: f"{path}: row {r + i}", 0, pages, spans[a:b])
+        a = b
 
 
 def read_shard(
@@ -575,17 +682,43 @@ def read_shard(
     errors="strict",
     batch_bytes=DEFAULT_BATCH_BYTES,
     min_batch_bytes=MIN_BATCH_BYTES,
+    parquet_decoder=None,
 ) -> Iterator[Batch]:
     """Batches of documents of one input file (see read_text / read_jsonl / read_parquet):
     at most ``batch_bytes`` of text each, and at least ``min_batch_bytes`` where the shard
-    has that much (the line-by-line JSONL path cuts at ``batch_bytes`` only)."""
+    has that much (the line-by-line JSONL path cuts at ``batch_bytes`` only).
+    ``parquet_decoder``: read_parquet's ``decoder``."""
     fmt = detect_format(path, fmt)
     mb = {"min_batch_bytes": min_batch_bytes}
     if fmt == "text":
         return read_text(path, text_separator, batch_bytes, **mb)
     if fmt == "jsonl":
         return read_jsonl(path, field, errors, batch_bytes, **mb)
-    return read_parquet(path, field, batch_bytes, **mb)
+    return read_parquet(path, field, batch_bytes, decoder=parquet_decoder, **mb)
+
+
+PARQUET_DECODERS = ("arrow", "gputok")
+
+
+def _parquet_decoder(mode: str, tok) -> Callable | None:
+    """read_parquet's ``decoder`` for the run's ``parquet_decoder`` setting and this worker's
+    tokenizer: None for Arrow; for "gputok", the page reader on the tokenizer's GPU where it
+    has one, else on the CPU.
+
+    Arrow is the default because it is the faster of the two wherever the host has cores to
+    spare: the GPU's snappy decoding (cuda/parquet.cu) reached 1.1 GB/s of text per GPU
+    against the Arrow pipeline's 3.5 (H200 x2, 32 cores, 2026-11-23), and on the CPU Arrow's
+    snappy is faster than gputok's (1.95 against 2.38 CPU s per GB). The page reader's use is
+    a host short of cores: it needs ~0.4 CPU s per GB of text where Arrow needs ~2 (see
+    docs/corpus.md, "Parquet decoding")."""
+    if mode == "arrow":
+        return None
+    core = getattr(tok, "_core", None)
+    if core is not None and getattr(core, "on_gpu", False):
+        return core.parquet_decode
+    from gputok import _core
+
+    return _core.parquet_decode
 
 
 def _prefetch(it: Iterator, depth: int = 2) -> Iterator:
@@ -1079,6 +1212,7 @@ def tokenize_shard(spec: dict) -> dict:
             errors=spec["errors"],
             batch_bytes=spec["batch_bytes"],
             min_batch_bytes=_min_batch_bytes(spec, tok),
+            parquet_decoder=_parquet_decoder(spec.get("parquet_decoder", "arrow"), tok),
         )
         # Three stages overlap: the reader thread parses batch k+1, this thread tokenizes
         # batch k (gputok releases the GIL), the writer thread packs and writes batch k-1.
@@ -1467,6 +1601,7 @@ def shard_spec(
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     min_batch_bytes: int | None = None,
     fsync: bool = True,
+    parquet_decoder: str = "arrow",
     manifest_entry: dict | None = None,
     _fault: dict | None = None,
 ) -> dict:
@@ -1485,6 +1620,7 @@ def shard_spec(
         "batch_bytes": int(batch_bytes),
         "min_batch_bytes": None if min_batch_bytes is None else int(min_batch_bytes),
         "fsync": bool(fsync),
+        "parquet_decoder": parquet_decoder,
         "manifest_entry": manifest_entry,
         "_fault": _fault,
     }
@@ -1514,6 +1650,7 @@ def tokenize_corpus(
     threads_per_worker: int | None = None,
     workers_per_gpu: int | None = None,
     fsync: bool = True,
+    parquet_decoder: str = "arrow",
     log: Callable[[str], None] | None = None,
     _fault: dict | None = None,
 ) -> CorpusRun:
@@ -1538,9 +1675,18 @@ def tokenize_corpus(
     and a GPU is usable). Raises CorpusError when a shard fails (after the others finished;
     a rerun resumes), CorpusInputError for inputs that cannot be found. fsync=False skips the
     fsyncs (files are still renamed into place only when complete, and a resume re-hashes
-    everything, so a crash costs rework, not wrong data).
+    everything, so a crash costs rework, not wrong data). parquet_decoder: who decodes
+    Parquet pages (PARQUET_DECODERS): "arrow" (default), or "gputok", gputok's page reader,
+    which decompresses snappy on the GPU of GPU workers (on CPU workers it runs on the CPU,
+    slower than Arrow): slower than Arrow where the host has cores to spare, lighter on them
+    (docs/corpus.md, "Parquet decoding"). Row groups the page reader cannot read (other
+    codecs or encodings) go to Arrow; the output is the same either way.
     """
     log = log or (lambda msg: print(msg, flush=True))
+    if parquet_decoder not in PARQUET_DECODERS:
+        raise ValueError(
+            f"parquet_decoder must be one of {PARQUET_DECODERS}, got {parquet_decoder!r}"
+        )
     if errors not in ERROR_POLICIES:
         raise ValueError(f"errors must be one of {ERROR_POLICIES}, got {errors!r}")
     if device not in ("auto", "cpu", "cuda"):
@@ -1603,6 +1749,7 @@ def tokenize_corpus(
                 batch_bytes=batch_bytes,
                 min_batch_bytes=min_batch_bytes,
                 fsync=fsync,
+                parquet_decoder=parquet_decoder,
                 manifest_entry=previous.get(n),
                 _fault=_fault,
             )

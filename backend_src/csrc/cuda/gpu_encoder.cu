@@ -204,7 +204,8 @@ struct GpuEncoder::Impl {
   cudaStream_t stream = nullptr;
   cudaEvent_t ev0 = nullptr, ev1 = nullptr;
   cudaEvent_t ev_pre = nullptr, ev_merge = nullptr, ev_mid = nullptr;  // GPUTOK_GPU_PROFILE=1
-  cudaEvent_t ev_sync = nullptr;  // blocking-sync event (GpuOptions::blocking_sync)
+  cudaEvent_t ev_sync = nullptr;     // blocking-sync event (GpuOptions::blocking_sync)
+  cudaEvent_t snappy_marks[6] = {};  // GPUTOK_GPU_PROFILE=1: decompress_pages' kernels
   bool profile = false;
   bool use_cache = true;      // GPUTOK_GPU_NO_CACHE=1 turns the whole-piece cache off (ablation)
   PerWordOptions per_word;    // ablation switches from the environment (kernels.cuh)
@@ -246,6 +247,8 @@ struct GpuEncoder::Impl {
     if (ev_merge) cudaEventDestroy(ev_merge);
     if (ev_mid) cudaEventDestroy(ev_mid);
     if (ev_sync) cudaEventDestroy(ev_sync);
+    for (cudaEvent_t e : snappy_marks)
+      if (e) cudaEventDestroy(e);
     if (graph_exec) cudaGraphExecDestroy(graph_exec);
     if (stream) cudaStreamDestroy(stream);
   }
@@ -403,6 +406,115 @@ float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorith
     i = j;
   }
   return ms;
+}
+
+void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
+                                  const std::vector<PageCopy>& copies, uint8_t* out,
+                                  size_t out_size) {
+  // Host side: check the copies' ranges, do the plain ones, and list the snappy streams.
+  std::vector<SnappyJob> jobs;
+  uint32_t n_frags = 0, n_segs = 0;
+  for (const PageCopy& c : copies) {
+    if (c.src < 0 || c.src_size < 0 || c.src + c.src_size > int64_t(size) || c.dst < 0 ||
+        c.dst_size < 0 || c.dst + c.dst_size > int64_t(out_size))
+      throw ParquetCorrupt("corrupt Parquet page: a page lies outside its chunk");
+    if (!c.snappy) {
+      if (c.src_size != c.dst_size) throw ParquetCorrupt("corrupt Parquet page: sizes differ");
+      std::memcpy(out + c.dst, chunk + c.src, size_t(c.src_size));
+      continue;
+    }
+    uint32_t length = 0, hdr = 0;
+    if (!snappy_length(chunk + c.src, size_t(c.src_size), length, hdr) ||
+        int64_t(length) != c.dst_size)
+      throw ParquetCorrupt("corrupt Parquet page: bad snappy length");
+    if (size > 0xFFFFFFF0ull) throw ParquetUnsupported("a column chunk over 4 GiB");
+    if (length == 0) continue;
+    jobs.push_back(SnappyJob{uint64_t(c.src), uint64_t(c.dst), uint32_t(c.src_size), hdr, length,
+                             n_frags, n_segs});
+    n_frags += (length + kSnappyFragment - 1) / kSnappyFragment;
+    n_segs += uint32_t((uint64_t(c.src_size) - hdr + kSnappySegment - 1) / kSnappySegment);
+  }
+  if (jobs.empty()) return;
+  Impl& I = *impl_;
+  std::lock_guard<std::mutex> lock(I.mu);
+  GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
+  const uint32_t n_jobs = uint32_t(jobs.size());
+  // Device: [chunk | jobs | scratch | out]; pinned in: chunk, jobs; pinned out: out, status.
+  const uint8_t* d_src = nullptr;
+  SnappyJob* d_jobs = nullptr;
+  uint8_t* d_out = nullptr;
+  SnappyScratch sc;
+  auto carve = [&](char* base) {
+    Carver c(base);
+    d_src = c.take<uint8_t>(size);
+    d_jobs = c.take<SnappyJob>(n_jobs);
+    sc.cum = c.take<uint32_t>(size);
+    sc.seg_exit = c.take<uint32_t>(n_segs);
+    sc.seg_total = c.take<uint32_t>(n_segs);
+    sc.frag_q = c.take<uint32_t>(n_frags);
+    sc.frag_op = c.take<uint32_t>(n_frags);
+    sc.frag_ip = c.take<uint32_t>(n_frags);
+    sc.status = c.take<int32_t>(n_jobs);
+    d_out = c.take<uint8_t>(out_size);
+    return c.used();
+  };
+  I.arena.ensure(carve(nullptr), I.opt.pool_limit_bytes, I.counters.device_allocs);
+  carve(I.arena.base());
+  const size_t jobs_bytes = n_jobs * sizeof(SnappyJob);
+  I.pin_in.ensure(size + jobs_bytes, I.counters.pinned_allocs);
+  I.pin_out.ensure(out_size + n_jobs * sizeof(int32_t), I.counters.pinned_allocs);
+  char* pin = I.pin_in.base();
+  parallel_copy(I.copy_pool(size), {{reinterpret_cast<const char*>(chunk), size}}, pin);
+  std::memcpy(pin + size, jobs.data(), jobs_bytes);
+  GPUTOK_CUDA(
+      cudaMemcpyAsync(const_cast<uint8_t*>(d_src), pin, size, cudaMemcpyHostToDevice, I.stream));
+  GPUTOK_CUDA(cudaMemcpyAsync(d_jobs, pin + size, jobs_bytes, cudaMemcpyHostToDevice, I.stream));
+  GPUTOK_CUDA(cudaMemsetAsync(sc.cum, 0xFF, size * sizeof(uint32_t), I.stream));
+  cudaEvent_t* marks = nullptr;
+  if (I.profile) {  // GPUTOK_GPU_PROFILE=1: each kernel's time, on stderr
+    if (!I.snappy_marks[0])
+      for (auto& e : I.snappy_marks) GPUTOK_CUDA(cudaEventCreate(&e));
+    marks = I.snappy_marks;
+  }
+  const auto t_in = std::chrono::steady_clock::now();
+  I.counters.launches +=
+      launch_snappy_fragments(d_src, d_out, d_jobs, n_jobs, n_segs, n_frags, sc, I.stream, marks);
+  I.counters.launches +=
+      launch_snappy_sequential(d_src, d_out, d_jobs, n_jobs, sc.status, I.stream);
+  // Only the snappy jobs' ranges come back: the plain copies are already in `out`.
+  char* pout = I.pin_out.base();
+  for (const SnappyJob& j : jobs)
+    GPUTOK_CUDA(
+        cudaMemcpyAsync(pout + j.dst, d_out + j.dst, j.out_len, cudaMemcpyDeviceToHost, I.stream));
+  int32_t* status = reinterpret_cast<int32_t*>(pout + out_size);
+  GPUTOK_CUDA(cudaMemcpyAsync(status, sc.status, n_jobs * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                              I.stream));
+  I.wait_for_stream();
+  const auto t_sync = std::chrono::steady_clock::now();
+  if (marks) {
+    float k[5];
+    for (int i = 0; i < 5; ++i) GPUTOK_CUDA(cudaEventElapsedTime(&k[i], marks[i], marks[i + 1]));
+    std::fprintf(stderr,
+                 "[gputok snappy] %zu -> %zu bytes, %u jobs %u segments %u fragments: segments "
+                 "%.0f us, extend %.0f, chain %.0f, starts %.0f, decode %.0f; launch to sync %.0f "
+                 "us\n",
+                 size, out_size, n_jobs, n_segs, n_frags, k[0] * 1e3, k[1] * 1e3, k[2] * 1e3,
+                 k[3] * 1e3, k[4] * 1e3,
+                 std::chrono::duration<double, std::micro>(t_sync - t_in).count());
+  }
+  for (uint32_t j = 0; j < n_jobs; ++j)
+    if (status[j] != kSnappyFragmented)
+      throw ParquetCorrupt("corrupt Parquet page: bad snappy stream");
+  size_t total = 0;
+  for (const SnappyJob& j : jobs) total += j.out_len;
+  ThreadPool* tp = I.copy_pool(total);
+  if (tp && jobs.size() > 1) {
+    tp->parallel_for(jobs.size(), tp->size(), [&](size_t k) {
+      std::memcpy(out + jobs[k].dst, pout + jobs[k].dst, jobs[k].out_len);
+    });
+  } else {
+    for (const SnappyJob& j : jobs) std::memcpy(out + j.dst, pout + j.dst, j.out_len);
+  }
 }
 
 float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments, const Unit* units,

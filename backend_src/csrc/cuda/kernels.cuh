@@ -134,6 +134,26 @@ int launch_fused_cooperative(const ChunkDev& c, UnicodeTableView uni, VocabView 
                              PieceCacheView cache, uint32_t warp_min, bool multi, int max_blocks,
                              cudaStream_t stream);
 
+// Parquet pages (parquet.cu): the snappy streams of a column chunk, decoded 64 KiB fragment
+// by fragment (segments walk, chain, fragment starts, shared-memory decode), then, for jobs
+// whose tags cross the fragments, from start to end by one warp. src: the chunk; dst: the
+// pages' buffer. cum (one per chunk byte) must be all 0xFFFFFFFF on entry.
+struct SnappyScratch {
+  uint32_t* cum = nullptr;        // chunk bytes
+  uint32_t* seg_exit = nullptr;   // segments
+  uint32_t* seg_total = nullptr;  // segments
+  uint32_t* frag_q = nullptr;     // fragments
+  uint32_t* frag_op = nullptr;    // fragments
+  uint32_t* frag_ip = nullptr;    // fragments
+  int32_t* status = nullptr;      // jobs: SnappyScan
+};
+int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
+                            uint32_t n_jobs, uint32_t n_segs, uint32_t n_frags,
+                            const SnappyScratch& s, cudaStream_t stream,
+                            cudaEvent_t* marks = nullptr);  // 6 events, or null
+int launch_snappy_sequential(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
+                             uint32_t n_jobs, int32_t* status, cudaStream_t stream);
+
 // Shared by the merge kernels.
 __device__ __forceinline__ uint32_t lookup_rank(VocabView v, uint32_t a, uint32_t b) {
   return pair_rank(pair_lookup(v.pairs, a, b));

@@ -1,0 +1,382 @@
+"""gputok's Parquet page reader (csrc/parquet.cpp, cuda/parquet.cu; corpus.read_parquet's
+``decoder``): the documents must be exactly Arrow's, for every layout pyarrow writes (pages v1
+and v2, dictionary and PLAIN, nullable and required, many small pages), on the CPU and, where
+there is one, on the GPU. Chunks it cannot read go to Arrow; malformed ones raise, never crash.
+A hand-built chunk checks the Thrift parser and the snappy decoder apart from pyarrow,
+including a snappy stream whose copies cross the 64 KiB fragments (the GPU's sequential
+path)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gputok import _core
+from gputok import corpus as C
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+_ok, _why = _core.cuda_available()
+
+
+def _decoders():
+    out = [pytest.param(_core.parquet_decode, id="cpu")]
+    if _ok:
+        import gputok
+
+        tok = gputok.gpt2(device="cuda")
+        out.append(pytest.param(tok._core.parquet_decode, id="gpu"))
+    else:
+        out.append(pytest.param(None, id="gpu", marks=pytest.mark.skip(reason=_why)))
+    return out
+
+
+DECODERS = _decoders()
+
+
+def _values(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    words = ["héllo", "日本語", "🙂", "the", " ", "\n", "x" * 70, "<|endoftext|>", "ünï"]
+    out = []
+    for i in range(n):
+        k = rng.choice([0, 1, 3, 20, 200, 3000])
+        out.append("".join(rng.choice(words) for _ in range(k)))
+        if i % 17 == 0:
+            out.append(out[-1])  # repeats: dictionary hits
+    return out[:n]
+
+
+def _read(path, decoder, batch_bytes=1 << 16) -> list[bytes]:
+    out = []
+    for b in C.read_parquet(str(path), "text", batch_bytes, min_batch_bytes=1, decoder=decoder):
+        assert b.docs is None and b.arrow is None, "expected the page reader's buffer batches"
+        mv = memoryview(b.data).cast("B")
+        out += [mv[x:y].tobytes() for x, y in b.spans().tolist()]
+    return out
+
+
+LAYOUTS = {
+    "default": {},
+    "no-dictionary": {"use_dictionary": False},
+    "v2": {"data_page_version": "2.0"},
+    "v2-uncompressed": {"data_page_version": "2.0", "compression": "none"},
+    "small-pages": {"data_page_size": 2000, "dictionary_pagesize_limit": 3000},
+    "small-pages-v2": {"data_page_size": 700, "data_page_version": "2.0", "use_dictionary": False},
+    "uncompressed": {"compression": "none"},
+    "tiny-dictionary": {"dictionary_pagesize_limit": 64},
+}
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("nullable", [True, False], ids=["optional", "required"])
+def test_documents_are_arrows(tmp_path, decoder, layout, nullable):
+    values = _values(900, seed=len(layout))
+    field = pa.field("text", pa.string(), nullable=nullable)
+    table = pa.Table.from_arrays([pa.array(values, pa.string())], schema=pa.schema([field]))
+    p = tmp_path / "a.parquet"
+    kw = {"compression": "snappy", **LAYOUTS[layout]}
+    pq.write_table(table, p, row_group_size=300, **kw)
+    got = _read(p, decoder)
+    assert got and got == [v.encode() for v in values]
+    # and batch by batch, the rows are named where they are
+    where = [
+        b.locate(i)
+        for b in C.read_parquet(str(p), "text", 5000, min_batch_bytes=1, decoder=decoder)
+        for i in range(len(b))
+    ]
+    assert where == [f"{p}: row {r}" for r in range(len(values))]
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_bench_like_shard_is_exact(tmp_path, decoder):
+    """~1 MB row groups of multi-KB documents: several 64 KiB fragments per page, the
+    dictionary page of pyarrow's defaults, and fragment-parallel decoding on the GPU."""
+    rng = random.Random(3)
+    alphabet = "abcdefghij klmnop\nqrstuvwxyzäöü日本"
+    values = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 9000))) for _ in range(600)
+    ]
+    p = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"text": values}), p, row_group_size=250)
+    assert _read(p, decoder, 1 << 20) == [v.encode() for v in values]
+
+
+@pytest.mark.parametrize("typ", [pa.large_string(), pa.binary(), pa.large_binary()])
+def test_other_string_types(tmp_path, typ):
+    values = ["", "a", "ß" * 50] * 30
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": pa.array(values, typ)}), p, row_group_size=40)
+    assert _read(p, _core.parquet_decode) == [v.encode() for v in values]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"compression": "zstd"},
+        {"compression": "gzip"},
+        {"use_dictionary": False, "column_encoding": {"text": "DELTA_BYTE_ARRAY"}},
+        {"use_dictionary": False, "column_encoding": {"text": "DELTA_LENGTH_BYTE_ARRAY"}},
+    ],
+    ids=["zstd", "gzip", "delta-byte-array", "delta-length"],
+)
+def test_what_it_cannot_read_goes_to_arrow(tmp_path, kw):
+    values = _values(200, seed=5)
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": values}), p, row_group_size=64, **kw)
+    batches = list(
+        C.read_parquet(str(p), "text", 4096, min_batch_bytes=1, decoder=_core.parquet_decode)
+    )
+    assert all(b.arrow is not None for b in batches)  # Arrow read every row group
+    assert [d for b in batches for d in b.doc_list()] == [v.encode() for v in values]
+    md = pq.ParquetFile(p).metadata.row_group(0).column(0)
+    chunk = p.read_bytes()[
+        md.data_page_offset if not md.has_dictionary_page else md.dictionary_page_offset :
+    ]
+    with pytest.raises(_core.ParquetUnsupported):
+        _core.parquet_decode(chunk[: md.total_compressed_size], md.compression, md.num_values, 1)
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_null_names_its_row(tmp_path, decoder, version):
+    values = _values(250, seed=9)
+    values[213] = None
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": values}), p, row_group_size=100, data_page_version=version)
+    with pytest.raises(C.CorpusInputError, match=r"row 213: column 'text' is null"):
+        _read(p, decoder)
+
+
+def test_flat_column_after_a_struct_column(tmp_path):
+    """The page reader finds the column's leaf by path, past a struct's leaves."""
+    p = tmp_path / "a.parquet"
+    t = pa.table({"meta": pa.array([{"a": 1}] * 3), "text": ["x", "y", "z"]})
+    pq.write_table(t, p)
+    batches = list(
+        C.read_parquet(str(p), "text", 100, min_batch_bytes=1, decoder=_core.parquet_decode)
+    )
+    assert [d for b in batches for d in b.doc_list()] == [b"x", b"y", b"z"]
+    assert all(b.arrow is None for b in batches)  # read by the page reader, not Arrow
+
+
+@pytest.mark.parametrize("group_bytes", [1, 1 << 30])
+def test_row_groups_one_call_or_many(tmp_path, monkeypatch, group_bytes):
+    """Row groups decoded one per call or all in one call: the same documents and row names."""
+    monkeypatch.setattr(C, "PAGE_READER_GROUP_BYTES", group_bytes)
+    values = _values(500, seed=4)
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": values}), p, row_group_size=70)
+    batches = list(
+        C.read_parquet(str(p), "text", 3000, min_batch_bytes=1, decoder=_core.parquet_decode)
+    )
+    assert _read(p, _core.parquet_decode) == [v.encode() for v in values]
+    assert [b.locate(i) for b in batches for i in range(len(b))] == [
+        f"{p}: row {r}" for r in range(len(values))
+    ]
+
+
+def _chunk_of(path):
+    md = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    start = md.dictionary_page_offset if md.has_dictionary_page else md.data_page_offset
+    return path.read_bytes()[start : start + md.total_compressed_size], md
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_malformed_chunks_raise(tmp_path, decoder):
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": _values(300, seed=1)}), p, row_group_size=300)
+    chunk, md = _chunk_of(p)
+    for cut in (0, 1, 5, len(chunk) // 3, len(chunk) - 1):
+        with pytest.raises(_core.ParquetCorrupt):
+            decoder(chunk[:cut], md.compression, md.num_values, 1)
+    with pytest.raises(_core.ParquetCorrupt):  # more rows than the pages hold
+        decoder(chunk, md.compression, md.num_values + 1, 1)
+    with pytest.raises(_core.ParquetUnsupported):
+        decoder(chunk, "LZ4", md.num_values, 1)
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_property_flipped_bytes_never_crash(tmp_path_factory, decoder, data):
+    """Any corruption: the exact documents, a clean error, or (a flip inside a value's text)
+    other documents of the right count inside the buffer, never a crash or a wild span."""
+    d = tmp_path_factory.mktemp("flip")
+    p = d / "a.parquet"
+    version = data.draw(st.sampled_from(["1.0", "2.0"]))
+    pq.write_table(
+        pa.table({"text": _values(60, seed=2)}), p, data_page_version=version, data_page_size=900
+    )
+    chunk, md = _chunk_of(p)
+    buf = bytearray(chunk)
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(buf) - 1))
+        buf[i] = data.draw(st.integers(0, 255))
+    try:
+        pages, spans = decoder(bytes(buf), md.compression, md.num_values, 1)
+    except (_core.ParquetCorrupt, _core.ParquetUnsupported, _core.ParquetNull):
+        return
+    assert spans.shape == (md.num_values, 2)
+    assert (spans[:, 0] <= spans[:, 1]).all() and (spans >= 0).all()
+    assert (spans[:, 1] <= len(pages)).all()
+
+
+# --------------------------------------------------------------- a chunk built by hand
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _zz(n: int) -> bytes:
+    return _varint((n << 1) ^ (n >> 63))
+
+
+def _struct(fields) -> bytes:
+    """Thrift compact struct: fields (id, type, payload) in ascending id order, then STOP."""
+    out, last = bytearray(), 0
+    for fid, typ, payload in fields:
+        delta = fid - last
+        out.append((delta << 4) | typ if 0 < delta <= 15 else typ)
+        if not 0 < delta <= 15:
+            out += _zz(fid)
+        out += payload
+        last = fid
+    return bytes(out + b"\x00")
+
+
+def _i32(v: int) -> tuple[int, bytes]:
+    return 5, _zz(v)
+
+
+def _page_header(kind, uncompressed, compressed, inner, extra=()) -> bytes:
+    fields = [(1, *_i32(kind)), (2, *_i32(uncompressed)), (3, *_i32(compressed)), *extra]
+    which = {0: 5, 2: 7, 3: 8}[kind]
+    fields.append((which, 12, inner))
+    return _struct(sorted(fields, key=lambda f: f[0]))
+
+
+def _plain(values: list[bytes]) -> bytes:
+    return b"".join(len(v).to_bytes(4, "little") + v for v in values)
+
+
+def _snappy_literals_and_far_copies(raw: bytes) -> bytes:
+    """A valid snappy stream of ``raw`` that Google's encoder would never write: a 200-byte
+    literal at every 64 KiB boundary straddles it, and copies reach back across it."""
+    out = bytearray(_varint(len(raw)))
+    i = 0
+
+    def literal(b: bytes):
+        n = len(b) - 1
+        if n < 60:
+            out.append(n << 2)
+        else:
+            out.append(61 << 2)
+            out.extend(n.to_bytes(2, "little"))
+        out.extend(b)
+
+    while i < len(raw):
+        # a copy (tag 2, offset < 65536) of up to 64 bytes where the same bytes occur earlier
+        j = raw.rfind(raw[i : i + 16], max(0, i - 60000), i) if i >= 16 else -1
+        if j >= 0 and len(raw) - i >= 16:
+            n = 16
+            while n < 64 and i + n < len(raw) and raw[j + n] == raw[i + n]:
+                n += 1
+            out.append(((n - 1) << 2) | 2)
+            out.extend((i - j).to_bytes(2, "little"))
+            i += n
+        else:
+            n = min(200, len(raw) - i)
+            literal(raw[i : i + n])
+            i += n
+    return bytes(out)
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_hand_built_chunk_with_a_sequential_snappy_stream(decoder):
+    rng = random.Random(11)
+    docs = [
+        " ".join(
+            rng.choice(["alpha", "beta", "gamma", "δέλτα", "日本"])
+            for _ in range(rng.randint(0, 900))
+        ).encode()
+        for _ in range(120)
+    ]
+    dict_docs, page_docs = docs[:20], docs[20:]
+    # dictionary page (PLAIN values, uncompressed-in-snappy: compressed as a sequential stream)
+    dict_raw = _plain(dict_docs)
+    dict_body = _snappy_literals_and_far_copies(dict_raw)
+    chunk = _page_header(
+        2, len(dict_raw), len(dict_body), _struct([(1, *_i32(len(dict_docs))), (2, *_i32(0))])
+    )
+    chunk += dict_body
+    # a v1 data page of dictionary indices (bit width 5, one bit-packed run) with levels
+    idx = [rng.randrange(20) for _ in range(40)]
+    levels = bytes([(40 << 1) | 0, 1])  # one RLE run of 40 ones, bit width 1
+    packed = bytearray(5 * 5)
+    for k, v in enumerate(idx):
+        for b in range(5):
+            if v >> b & 1:
+                packed[(k * 5 + b) // 8] |= 1 << ((k * 5 + b) % 8)
+    indices = bytes([5]) + _varint((5 << 1) | 1) + bytes(packed)
+    raw1 = len(levels).to_bytes(4, "little") + levels + indices
+    body1 = _snappy_literals_and_far_copies(raw1)
+    inner1 = _struct([(1, *_i32(40)), (2, *_i32(8)), (3, *_i32(3)), (4, *_i32(3))])
+    chunk += _page_header(0, len(raw1), len(body1), inner1) + body1
+    # a v2 data page, PLAIN, levels stored uncompressed before the snappy values, > 64 KiB
+    big = page_docs * 3
+    vals = _plain(big)
+    lv = _varint(len(big) << 1) + b"\x01"  # one RLE run of ones
+    body2 = lv + _snappy_literals_and_far_copies(vals)
+    assert len(vals) > 3 * 65536
+    inner2 = _struct(
+        [
+            (1, *_i32(len(big))),
+            (2, *_i32(0)),
+            (3, *_i32(len(big))),
+            (4, *_i32(0)),
+            (5, *_i32(len(lv))),
+            (6, *_i32(0)),
+        ]
+    )
+    chunk += _page_header(3, len(lv) + len(vals), len(body2), inner2) + body2
+    rows = 40 + len(big)
+    pages, spans = decoder(chunk, "SNAPPY", rows, 1)
+    got = [bytes(pages[a:b]) for a, b in spans.tolist()]
+    assert got == [dict_docs[i] for i in idx] + big
+    # the metadata's row count must be what the pages hold
+    with pytest.raises(_core.ParquetCorrupt):
+        decoder(chunk, "SNAPPY", rows + 5, 1)
+
+
+def test_spans_point_into_one_buffer():
+    """The reader hands the tokenizer spans into the decompressed pages: no copy per value."""
+    p_values = ["abc", "de", "abc"] * 10
+    t = pa.table({"text": p_values})
+    import io
+
+    b = io.BytesIO()
+    pq.write_table(t, b)
+    path_bytes = b.getvalue()
+    md = pq.ParquetFile(io.BytesIO(path_bytes)).metadata.row_group(0).column(0)
+    start = md.dictionary_page_offset
+    pages, spans = _core.parquet_decode(
+        path_bytes[start : start + md.total_compressed_size], md.compression, md.num_values, 1
+    )
+    assert pages.dtype == np.uint8 and spans.dtype == np.int64 and spans.shape == (30, 2)
+    # dictionary-encoded: the repeated value's rows share one span
+    assert tuple(spans[0]) == tuple(spans[2])
