@@ -4,7 +4,7 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup build lint format audit test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick perf-inputs perf-concurrency perf-rate perf-protocols perf-ensemble perf-report soak serve gpu-check gpu-carry unicode-tables gpt2-files clean
+.PHONY: help setup build lint format audit test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick bench-parquet perf-inputs perf-concurrency perf-rate perf-protocols perf-ensemble perf-report soak serve gpu-check gpu-carry unicode-tables gpt2-files clean
 
 help:
 	@echo "make setup      venv, system and Python deps, build (idempotent)"
@@ -16,6 +16,7 @@ help:
 	@echo "make serve      set-up, then tritonserver on 127.0.0.1 with model_repository/"
 	@echo "make bench      CPU benchmark vs tiktoken, HF, gigatoken -> docs/benchmarks.md"
 	@echo "make bench-corpus  corpus tokenization (Dask) vs gigatoken -> docs/benchmarks.md"
+	@echo "make bench-parquet  Parquet decoding alone: gputok's page reader (GPU, CPU) vs Arrow"
 	@echo "make lint       ruff + clang-format checks;  make format  rewrites"
 	@echo "make gpu-check  build, exactness and benchmarks on a GPU machine (scripts/gpu_check.sh)"
 	@echo "make gpu-carry  wheels, prebuilt module and corpus a GPU-machine call carries (docs/contributing.md)"
@@ -58,6 +59,9 @@ bench-corpus: setup
 
 bench-corpus-quick: setup
 	$(PY) bench/bench_corpus.py --quick --null
+
+bench-parquet: setup
+	$(PY) bench/bench_parquet.py
 
 perf-inputs: setup
 	$(PY) perf_analyzer_configs/make_inputs.py
