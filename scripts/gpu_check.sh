@@ -77,6 +77,12 @@ if has sanitize; then
       >"$OUT/sanitizer-$tool.log" 2>&1
     note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1)"
   done
+  # The Parquet snappy kernels (cuda/parquet.cu), through the GPU page reader's tests.
+  for tool in memcheck racecheck; do
+    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $PY -m pytest -q -p no:cacheprovider \
+      tests/test_parquet_pages.py -k "gpu and (bench_like or hand_built or malformed)" >"$OUT/sanitizer-parquet-$tool.log" 2>&1
+    note "compute-sanitizer $tool (Parquet pages): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY| passed' "$OUT/sanitizer-parquet-$tool.log" | tail -2 | tr '\n' ' ')"
+  done
 fi
 
 if has slow; then

@@ -706,11 +706,11 @@ def _parquet_decoder(mode: str, tok) -> Callable | None:
     has one, else on the CPU.
 
     Arrow is the default because it is the faster of the two wherever the host has cores to
-    spare: the GPU's snappy decoding (cuda/parquet.cu) reached 1.1 GB/s of text per GPU
-    against the Arrow pipeline's 3.5 (H200 x2, 32 cores, 2026-11-23), and on the CPU Arrow's
-    snappy is faster than gputok's (1.95 against 2.38 CPU s per GB). The page reader's use is
-    a host short of cores: it needs ~0.4 CPU s per GB of text where Arrow needs ~2 (see
-    docs/corpus.md, "Parquet decoding")."""
+    spare: with the GPU's snappy decoding (cuda/parquet.cu) one GPU's workers did 2.13 GB/s of
+    text against the Arrow pipeline's 3.49, two GPUs 3.75 against 3.89 (H200 x2, 32 cores,
+    2026-11-23), and on the CPU Arrow's snappy is faster than gputok's (1.84 against 2.24 CPU
+    s per GB). The page reader's use is a host short of cores: it needs ~0.36 CPU s per GB of
+    text where Arrow needs ~1.8-2 (see docs/corpus.md, "Parquet decoding")."""
     if mode == "arrow":
         return None
     core = getattr(tok, "_core", None)

@@ -205,7 +205,7 @@ struct GpuEncoder::Impl {
   cudaEvent_t ev0 = nullptr, ev1 = nullptr;
   cudaEvent_t ev_pre = nullptr, ev_merge = nullptr, ev_mid = nullptr;  // GPUTOK_GPU_PROFILE=1
   cudaEvent_t ev_sync = nullptr;     // blocking-sync event (GpuOptions::blocking_sync)
-  cudaEvent_t snappy_marks[6] = {};  // GPUTOK_GPU_PROFILE=1: decompress_pages' kernels
+  cudaEvent_t snappy_marks[7] = {};  // GPUTOK_GPU_PROFILE=1: decompress_pages' kernels
   bool profile = false;
   bool use_cache = true;      // GPUTOK_GPU_NO_CACHE=1 turns the whole-piece cache off (ablation)
   PerWordOptions per_word;    // ablation switches from the environment (kernels.cuh)
@@ -413,7 +413,7 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
                                   size_t out_size) {
   // Host side: check the copies' ranges, do the plain ones, and list the snappy streams.
   std::vector<SnappyJob> jobs;
-  uint32_t n_frags = 0, n_segs = 0;
+  uint32_t n_frags = 0, n_segs = 0, max_segs = 0;
   for (const PageCopy& c : copies) {
     if (c.src < 0 || c.src_size < 0 || c.src + c.src_size > int64_t(size) || c.dst < 0 ||
         c.dst_size < 0 || c.dst + c.dst_size > int64_t(out_size))
@@ -432,13 +432,18 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
     jobs.push_back(SnappyJob{uint64_t(c.src), uint64_t(c.dst), uint32_t(c.src_size), hdr, length,
                              n_frags, n_segs});
     n_frags += (length + kSnappyFragment - 1) / kSnappyFragment;
-    n_segs += uint32_t((uint64_t(c.src_size) - hdr + kSnappySegment - 1) / kSnappySegment);
+    const uint32_t segs =
+        uint32_t((uint64_t(c.src_size) - hdr + kSnappySegment - 1) / kSnappySegment);
+    n_segs += segs;
+    max_segs = std::max(max_segs, segs);
   }
   if (jobs.empty()) return;
   Impl& I = *impl_;
   std::lock_guard<std::mutex> lock(I.mu);
   GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
   const uint32_t n_jobs = uint32_t(jobs.size());
+  const uint32_t levels = snappy_jump_levels(max_segs);
+  const size_t level_n = size_t(levels + 1) * n_segs;
   // Device: [chunk | jobs | scratch | out]; pinned in: chunk, jobs; pinned out: out, status.
   const uint8_t* d_src = nullptr;
   SnappyJob* d_jobs = nullptr;
@@ -455,6 +460,10 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
     sc.frag_op = c.take<uint32_t>(n_frags);
     sc.frag_ip = c.take<uint32_t>(n_frags);
     sc.status = c.take<int32_t>(n_jobs);
+    sc.jump = c.take<uint32_t>(level_n);
+    sc.weight = c.take<uint32_t>(level_n);
+    sc.valid = c.take<uint8_t>(level_n);
+    sc.on = c.take<uint8_t>(n_segs);
     d_out = c.take<uint8_t>(out_size);
     return c.used();
   };
@@ -470,6 +479,7 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
       cudaMemcpyAsync(const_cast<uint8_t*>(d_src), pin, size, cudaMemcpyHostToDevice, I.stream));
   GPUTOK_CUDA(cudaMemcpyAsync(d_jobs, pin + size, jobs_bytes, cudaMemcpyHostToDevice, I.stream));
   GPUTOK_CUDA(cudaMemsetAsync(sc.cum, 0xFF, size * sizeof(uint32_t), I.stream));
+  GPUTOK_CUDA(cudaMemsetAsync(sc.on, 0, n_segs, I.stream));
   cudaEvent_t* marks = nullptr;
   if (I.profile) {  // GPUTOK_GPU_PROFILE=1: each kernel's time, on stderr
     if (!I.snappy_marks[0])
@@ -477,8 +487,8 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
     marks = I.snappy_marks;
   }
   const auto t_in = std::chrono::steady_clock::now();
-  I.counters.launches +=
-      launch_snappy_fragments(d_src, d_out, d_jobs, n_jobs, n_segs, n_frags, sc, I.stream, marks);
+  I.counters.launches += launch_snappy_fragments(d_src, d_out, d_jobs, n_jobs, n_segs, n_frags,
+                                                 levels, sc, I.stream, marks);
   I.counters.launches +=
       launch_snappy_sequential(d_src, d_out, d_jobs, n_jobs, sc.status, I.stream);
   // Only the snappy jobs' ranges come back: the plain copies are already in `out`.
@@ -492,14 +502,14 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
   I.wait_for_stream();
   const auto t_sync = std::chrono::steady_clock::now();
   if (marks) {
-    float k[5];
-    for (int i = 0; i < 5; ++i) GPUTOK_CUDA(cudaEventElapsedTime(&k[i], marks[i], marks[i + 1]));
+    float k[6];
+    for (int i = 0; i < 6; ++i) GPUTOK_CUDA(cudaEventElapsedTime(&k[i], marks[i], marks[i + 1]));
     std::fprintf(stderr,
                  "[gputok snappy] %zu -> %zu bytes, %u jobs %u segments %u fragments: segments "
-                 "%.0f us, extend %.0f, chain %.0f, starts %.0f, decode %.0f; launch to sync %.0f "
-                 "us\n",
+                 "%.0f us, extend %.0f, jump %.0f, serial chain %.0f, starts %.0f, decode %.0f; "
+                 "launch to sync %.0f us\n",
                  size, out_size, n_jobs, n_segs, n_frags, k[0] * 1e3, k[1] * 1e3, k[2] * 1e3,
-                 k[3] * 1e3, k[4] * 1e3,
+                 k[3] * 1e3, k[4] * 1e3, k[5] * 1e3,
                  std::chrono::duration<double, std::micro>(t_sync - t_in).count());
   }
   for (uint32_t j = 0; j < n_jobs; ++j)

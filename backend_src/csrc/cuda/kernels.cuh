@@ -146,11 +146,22 @@ struct SnappyScratch {
   uint32_t* frag_op = nullptr;    // fragments
   uint32_t* frag_ip = nullptr;    // fragments
   int32_t* status = nullptr;      // jobs: SnappyScan
+  // The chain's pointer jumping, levels + 1 arrays of `segments` each; `on` zeroed on entry.
+  uint32_t* jump = nullptr;
+  uint32_t* weight = nullptr;
+  uint8_t* valid = nullptr;
+  uint8_t* on = nullptr;  // segments
 };
+// Doubling rounds for paths of up to `segments` hops: the least r with 2^r > segments.
+inline uint32_t snappy_jump_levels(uint32_t segments) {
+  uint32_t r = 0;
+  while ((uint64_t(1) << r) <= segments) ++r;
+  return r;
+}
 int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
-                            uint32_t n_jobs, uint32_t n_segs, uint32_t n_frags,
+                            uint32_t n_jobs, uint32_t n_segs, uint32_t n_frags, uint32_t levels,
                             const SnappyScratch& s, cudaStream_t stream,
-                            cudaEvent_t* marks = nullptr);  // 6 events, or null
+                            cudaEvent_t* marks = nullptr);  // 7 events, or null
 int launch_snappy_sequential(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
                              uint32_t n_jobs, int32_t* status, cudaStream_t stream);
 

@@ -31,13 +31,13 @@
 //
 // Performance notes (2 x H200, 32-core host, 2026-11-23, docs/benchmarks.md "Parquet pages on
 // the GPU"): one call of 10-13 MB compressed (5 pages, 300-410 fragments of the bench corpus)
-// takes 12.9-16.8 ms from launch to sync: segment walks 1.0 ms, extension 0.04, chain 5.2-8.6,
-// fragment starts 0.55, decode 5.1-5.4. A process reads 1.09 GB/s of text this way (Arrow on
-// one core: 0.51) at 0.42 CPU s per GB (Arrow: 1.95); corpus workers, 4 per GPU: 1.18 GB/s on
-// one GPU, 2.18 on two, against 3.49 for the Arrow path on this host, hence not the default.
-// Both the chain (one thread per page, ~4-6 us per hop) and the decode (~450 cycles per tag
-// per warp, 1-2 warps per SM) are latency-bound; lane-parallel tag parsing and a
-// pointer-jumping chain are the next steps.
+// takes 6.0-9.3 ms from launch to sync: segment walks 1.0 ms, extension 0.4-0.7, pointer
+// jumping 0.06, fragment starts 0.6-0.9, decode 3.1-5.2. A serial chain instead of the jumps
+// took 5.2-8.6 ms. A process reads 1.82 GB/s of text this way (Arrow on one core: 0.54) at
+// 0.36 CPU s per GB (Arrow: 1.84); corpus workers, 4 per GPU: 2.13 GB/s on one GPU, 3.75 on
+// two, against 3.49 / 3.89 for the Arrow path on this host, hence not the default. The decode
+// is latency-bound (~300-500 cycles per tag per warp, at most three warps per SM); lane-parallel
+// tag parsing is the next step.
 #include <cuda_runtime.h>
 
 #include "common.cuh"
@@ -49,6 +49,8 @@ namespace cuda_detail {
 namespace {
 
 constexpr uint32_t kNone = 0xFFFFFFFFu;
+// A job whose walks do not chain (pointer jumping found a gap): the serial chain decides.
+constexpr int32_t kSnappyChainPending = 2;
 
 __device__ __forceinline__ uint32_t find_job(const SnappyJob* jobs, uint32_t n_jobs, uint32_t x,
                                              bool by_seg) {
@@ -108,9 +110,10 @@ __global__ void snappy_extend_kernel(const uint8_t* src, const SnappyJob* jobs, 
   const uint32_t* c = cum + job.src;
   const size_t n = job.src_size;
   uint32_t extra = 0;
-  // Bounded: a walk that does not meet another within 64 tags is left where it was (the
-  // chain parses on from there).
-  for (int k = 0; k < 64 && p < n && c[p] == kNone; ++k) {
+  // Unbounded: a walk left short of the next one leaves a gap that sends the whole page to
+  // the serial chain (with a 64-tag bound every page went there: bench corpus, H200,
+  // 2026-11-23). The walks that need many tags are few, and they run in parallel.
+  while (p < n && c[p] == kNone) {
     SnappyTag t;
     if (!snappy_tag(in, p, n, t)) return;
     const uint64_t next = uint64_t(p) + t.size + (t.offset == 0 ? t.len : 0);
@@ -123,14 +126,119 @@ __global__ void snappy_extend_kernel(const uint8_t* src, const SnappyJob* jobs, 
   seg_total[g] += extra;
 }
 
-// 2. One thread per stream. Marks the job corrupt, or records for every fragment f the
-// known position (frag_q[f] input, frag_op[f] output) nearest before its start.
+// 2. The chain by pointer jumping. Node g stands for the (extended) exit x_g of segment g's
+// walk. Where the true chain enters a segment at a position its walk visited, it next reaches
+// that walk's exit; and every exit lies on a position a later walk visited (extend). So from
+// the first walk on (which starts on the true first tag), the true chain is the path
+// g -> seg_of(x_g) -> ..., with weight (output bytes) total[h] - cum[x_g] per hop. Doubling
+// gives every node its output to the end of the stream in log2(segments) rounds; the nodes
+// reachable from the first one are marked top-down; each marked node then places the
+// fragments that start within its hop. A gap (a walk that failed, an exit no walk visited)
+// leaves the job to the serial chain (2b).
+__global__ void snappy_jump_init_kernel(const SnappyJob* jobs, uint32_t n_jobs, uint32_t n_segs,
+                                        const uint32_t* cum, const uint32_t* seg_exit,
+                                        const uint32_t* seg_total, uint32_t* jump, uint32_t* weight,
+                                        uint8_t* valid) {
+  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= n_segs) return;
+  const SnappyJob job = jobs[find_job(jobs, n_jobs, g, true)];
+  const uint32_t x = seg_exit[g];
+  uint32_t next = kNone, w = 0;
+  bool ok = x != kNone && x <= job.src_size;
+  if (ok && x < job.src_size) {
+    const uint32_t h = job.seg0 + (x - job.ip) / kSnappySegment;
+    const uint32_t cx = cum[job.src + x];
+    ok = cx != kNone && seg_exit[h] != kNone;
+    if (ok) {
+      next = h;
+      w = seg_total[h] - cx;
+    }
+  }
+  jump[g] = ok ? next : kNone;
+  weight[g] = ok ? w : 0;
+  valid[g] = ok;
+}
+
+// One doubling round: level r from level r - 1 (arrays of n_segs per level).
+__global__ void snappy_jump_double_kernel(uint32_t n_segs, uint32_t* jump, uint32_t* weight,
+                                          uint8_t* valid, uint32_t r) {
+  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= n_segs) return;
+  const size_t a = size_t(r - 1) * n_segs, b = size_t(r) * n_segs;
+  const uint32_t nx = jump[a + g];
+  if (nx == kNone) {
+    jump[b + g] = kNone;
+    weight[b + g] = weight[a + g];
+    valid[b + g] = valid[a + g];
+  } else {
+    jump[b + g] = jump[a + nx];
+    weight[b + g] = weight[a + g] + weight[a + nx];
+    valid[b + g] = valid[a + g] & valid[a + nx];
+  }
+}
+
+// One thread per job: is the path from the first walk's exit whole and of the right length?
+__global__ void snappy_jump_check_kernel(const SnappyJob* jobs, uint32_t n_jobs, uint32_t n_segs,
+                                         uint32_t levels, const uint32_t* seg_exit,
+                                         const uint32_t* seg_total, const uint32_t* weight,
+                                         const uint8_t* valid, uint8_t* on, int32_t* status) {
+  const uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= n_jobs) return;
+  const SnappyJob job = jobs[j];
+  const uint32_t segs = j + 1 < n_jobs ? jobs[j + 1].seg0 - job.seg0 : n_segs - job.seg0;
+  const uint32_t g0 = job.seg0;
+  const size_t top = size_t(levels) * n_segs;
+  const bool ok = segs > 0 && seg_exit[g0] != kNone && valid[top + g0] &&
+                  uint64_t(seg_total[g0]) + weight[top + g0] == job.out_len;
+  status[j] = ok ? kSnappyFragmented : kSnappyChainPending;
+  if (ok) on[g0] = 1;
+}
+
+// Marks the nodes 2^r hops on from every marked node (levels from the top down: every node
+// on the path gets marked; a node marked early within a round only marks more path nodes).
+__global__ void snappy_jump_mark_kernel(uint32_t n_segs, const uint32_t* jump, uint8_t* on,
+                                        uint32_t r) {
+  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= n_segs || !on[g]) return;
+  const uint32_t nx = jump[size_t(r) * n_segs + g];
+  if (nx != kNone) on[nx] = 1;
+}
+
+// Each marked node: the fragments starting within its hop [op(x_g), op(x_g) + weight) start
+// at or after (x_g, op(x_g)); the first node also places those before its exit (from ip).
+__global__ void snappy_jump_assign_kernel(const SnappyJob* jobs, uint32_t n_jobs, uint32_t n_segs,
+                                          uint32_t levels, const uint32_t* seg_exit,
+                                          const uint32_t* seg_total, const uint32_t* weight,
+                                          const uint8_t* on, const int32_t* status,
+                                          uint32_t* frag_q, uint32_t* frag_op) {
+  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= n_segs || !on[g]) return;
+  const uint32_t j = find_job(jobs, n_jobs, g, true);
+  if (status[j] != kSnappyFragmented) return;
+  const SnappyJob job = jobs[j];
+  const uint64_t op = uint64_t(job.out_len) - weight[size_t(levels) * n_segs + g];
+  const uint64_t end = op + weight[g];
+  const uint32_t n_frags = (job.out_len + kSnappyFragment - 1) / kSnappyFragment;
+  auto place = [&](uint64_t lo, uint64_t hi, uint32_t q, uint32_t at) {
+    for (uint64_t k = (lo + kSnappyFragment - 1) / kSnappyFragment;
+         k < n_frags && k * kSnappyFragment < hi; ++k) {
+      frag_q[job.frag0 + k] = q;
+      frag_op[job.frag0 + k] = at;
+    }
+  };
+  place(op, end, seg_exit[g], uint32_t(op));
+  if (g == job.seg0) place(0, seg_total[g], job.ip, 0);
+}
+
+// 2b. One thread per job that pointer jumping left pending. Marks the job corrupt, or
+// records for every fragment f the known position (frag_q[f] input, frag_op[f] output)
+// nearest before its start, hopping walk to walk where it can and parsing tags where not.
 __global__ void snappy_chain_kernel(const uint8_t* src, const SnappyJob* jobs, uint32_t n_jobs,
                                     const uint32_t* cum, const uint32_t* seg_exit,
                                     const uint32_t* seg_total, uint32_t* frag_q, uint32_t* frag_op,
                                     int32_t* status) {
   const uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= n_jobs) return;
+  if (j >= n_jobs || status[j] != kSnappyChainPending) return;
   const SnappyJob job = jobs[j];
   const uint8_t* in = src + job.src;
   const uint32_t* c = cum + job.src;
@@ -205,19 +313,17 @@ __global__ void snappy_starts_kernel(const uint8_t* src, const SnappyJob* jobs, 
   frag_ip[f] = uint32_t(q);
 }
 
-// 4. One warp per fragment, decoded in shared memory: the fragment's compressed bytes are
-// staged there too (up to kSnappyStage bytes, coalesced), so the tag walk reads shared memory
-// instead of waiting on global loads. Per wave of fragments 3.3 -> 2.6 ms, but two blocks fit
-// an SM instead of three, so a call's decode time stayed about the same (H200, 2026-11-23).
-constexpr uint32_t kSnappyStage = 44u << 10;
-constexpr uint32_t kSnappyDecodeSmem = kSnappyFragment + kSnappyStage;
+// 4. One warp per fragment, decoded in shared memory. Staging the fragment's compressed bytes
+// in shared memory too (44 KiB) made a wave of fragments 3.3 -> 2.6 ms, but
+// two blocks fit an SM instead of three, so a call of 300-400 fragments took two waves: 5.0
+// ms instead of 3.3 (H200, 2026-11-23). The input is read through L1 instead.
+constexpr uint32_t kSnappyDecodeSmem = kSnappyFragment;
 
 __global__ void snappy_decode_fragments_kernel(const uint8_t* src, uint8_t* dst,
                                                const SnappyJob* jobs, uint32_t n_jobs,
                                                uint32_t n_frags, const uint32_t* frag_ip,
                                                int32_t* status) {
-  extern __shared__ uint8_t frag_buf[];  // [0, 64 KiB) output, then the staged input
-  uint8_t* staged = frag_buf + kSnappyFragment;
+  extern __shared__ uint8_t frag_buf[];  // the fragment's output
   const uint32_t f = blockIdx.x;
   const uint32_t lane = threadIdx.x;
   if (f >= n_frags) return;
@@ -228,38 +334,29 @@ __global__ void snappy_decode_fragments_kernel(const uint8_t* src, uint8_t* dst,
   const uint32_t k = f - job.frag0;
   const uint32_t first = k * kSnappyFragment;
   const uint32_t len = min(kSnappyFragment, job.out_len - first);
-  const uint32_t n_job_frags = (job.out_len + kSnappyFragment - 1) / kSnappyFragment;
-  const size_t ip0 = frag_ip[f];
-  const size_t ip_end = k + 1 < n_job_frags ? size_t(frag_ip[f + 1]) : n;
-  // The walk reads in[ip0 - base + ...]: staged bytes when they fit, else global memory.
-  const uint8_t* in;
-  size_t base, in_n;
-  if (ip_end > ip0 && ip_end - ip0 <= kSnappyStage) {
-    const uint8_t* g = src + job.src + ip0;
-    for (uint32_t i = lane; i < ip_end - ip0; i += 32) staged[i] = g[i];
-    __syncwarp();
-    in = staged;
-    base = ip0;
-    in_n = ip_end - ip0;
-  } else {
-    in = src + job.src;
-    base = 0;
-    in_n = n;
-  }
-  size_t ip = ip0 - base;
+  const uint8_t* in = src + job.src;
+  const size_t in_n = n;
+  size_t ip = frag_ip[f];
   uint32_t op = 0;
   bool ok = true;
+  // The next tag is parsed before this one's bytes are copied: its loads (input only) then
+  // overlap the copy's instead of waiting behind them (one warp per SM partition hides no
+  // latency otherwise).
+  SnappyTag t;
+  bool have = len > 0 && ip < in_n && snappy_tag(in, ip, in_n, t);
   while (op < len) {
-    SnappyTag t;
-    if (ip >= in_n || !snappy_tag(in, ip, in_n, t) || op + t.len > len ||
-        (t.offset == 0 && ip + t.size + uint64_t(t.len) > in_n) || t.offset > op) {
+    if (!have || op + t.len > len || (t.offset == 0 && ip + t.size + uint64_t(t.len) > in_n) ||
+        t.offset > op) {
       ok = false;  // crosses the fragment (or is malformed): the sequential decoder decides
       break;
     }
+    const size_t ip_next = ip + t.size + (t.offset == 0 ? t.len : 0);
+    SnappyTag next{};
+    const bool have_next =
+        op + t.len < len && ip_next < in_n && snappy_tag(in, ip_next, in_n, next);
     if (t.offset == 0) {
       const uint8_t* lit = in + ip + t.size;
       for (uint32_t i = lane; i < t.len; i += 32) frag_buf[op + i] = lit[i];
-      ip += t.size + t.len;
     } else {
       const uint32_t from = op - t.offset;
       if (t.offset >= t.len) {
@@ -268,9 +365,11 @@ __global__ void snappy_decode_fragments_kernel(const uint8_t* src, uint8_t* dst,
         for (uint32_t i = lane; i < t.len; i += 32)
           frag_buf[op + i] = frag_buf[from + i % t.offset];
       }
-      ip += t.size;
     }
+    ip = ip_next;
     op += t.len;
+    t = next;
+    have = have_next;
     __syncwarp();
   }
   if (!ok) {
@@ -324,7 +423,7 @@ __global__ void snappy_decode_sequential_kernel(const uint8_t* src, uint8_t* dst
 }  // namespace
 
 int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
-                            uint32_t n_jobs, uint32_t n_segs, uint32_t n_frags,
+                            uint32_t n_jobs, uint32_t n_segs, uint32_t n_frags, uint32_t levels,
                             const SnappyScratch& s, cudaStream_t stream, cudaEvent_t* marks) {
   if (n_jobs == 0) return 0;
   constexpr uint32_t kThreads = 128;
@@ -333,6 +432,14 @@ int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* j
     if (marks) GPUTOK_CUDA(cudaEventRecord(marks[mark++], stream));
   };
   stamp();
+  if (n_segs == 0) {  // only streams with no tags: the serial chain reports them
+    for (int k = 0; k < 3; ++k) stamp();
+    snappy_chain_kernel<<<(n_jobs + 31) / 32, 32, 0, stream>>>(
+        src, jobs, n_jobs, s.cum, s.seg_exit, s.seg_total, s.frag_q, s.frag_op, s.status);
+    GPUTOK_LAUNCHED("snappy_chain_kernel");
+    for (int k = 0; k < 3; ++k) stamp();
+    return 1;
+  }
   snappy_segments_kernel<<<(n_segs + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
       src, jobs, n_jobs, n_segs, s.cum, s.seg_exit, s.seg_total);
   GPUTOK_LAUNCHED("snappy_segments_kernel");
@@ -340,6 +447,27 @@ int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* j
   snappy_extend_kernel<<<(n_segs + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
       src, jobs, n_jobs, n_segs, s.cum, s.seg_exit, s.seg_total);
   GPUTOK_LAUNCHED("snappy_extend_kernel");
+  stamp();
+  const uint32_t seg_blocks = (n_segs + kThreads - 1) / kThreads;
+  snappy_jump_init_kernel<<<seg_blocks, kThreads, 0, stream>>>(
+      jobs, n_jobs, n_segs, s.cum, s.seg_exit, s.seg_total, s.jump, s.weight, s.valid);
+  GPUTOK_LAUNCHED("snappy_jump_init_kernel");
+  for (uint32_t r = 1; r <= levels; ++r) {
+    snappy_jump_double_kernel<<<seg_blocks, kThreads, 0, stream>>>(n_segs, s.jump, s.weight,
+                                                                   s.valid, r);
+    GPUTOK_LAUNCHED("snappy_jump_double_kernel");
+  }
+  snappy_jump_check_kernel<<<(n_jobs + 31) / 32, 32, 0, stream>>>(
+      jobs, n_jobs, n_segs, levels, s.seg_exit, s.seg_total, s.weight, s.valid, s.on, s.status);
+  GPUTOK_LAUNCHED("snappy_jump_check_kernel");
+  for (uint32_t r = levels; r-- > 0;) {
+    snappy_jump_mark_kernel<<<seg_blocks, kThreads, 0, stream>>>(n_segs, s.jump, s.on, r);
+    GPUTOK_LAUNCHED("snappy_jump_mark_kernel");
+  }
+  snappy_jump_assign_kernel<<<seg_blocks, kThreads, 0, stream>>>(
+      jobs, n_jobs, n_segs, levels, s.seg_exit, s.seg_total, s.weight, s.on, s.status, s.frag_q,
+      s.frag_op);
+  GPUTOK_LAUNCHED("snappy_jump_assign_kernel");
   stamp();
   snappy_chain_kernel<<<(n_jobs + 31) / 32, 32, 0, stream>>>(
       src, jobs, n_jobs, s.cum, s.seg_exit, s.seg_total, s.frag_q, s.frag_op, s.status);
@@ -358,7 +486,7 @@ int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* j
       src, dst, jobs, n_jobs, n_frags, s.frag_ip, s.status);
   GPUTOK_LAUNCHED("snappy_decode_fragments_kernel");
   stamp();
-  return 5;
+  return 7 + 2 * int(levels);
 }
 
 int launch_snappy_sequential(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
