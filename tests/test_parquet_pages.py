@@ -69,6 +69,14 @@ LAYOUTS = {
     "small-pages-v2": {"data_page_size": 700, "data_page_version": "2.0", "use_dictionary": False},
     "uncompressed": {"compression": "none"},
     "tiny-dictionary": {"dictionary_pagesize_limit": 64},
+    # header fields the reader skips: CRCs, min/max statistics (binary), page indexes
+    "checksums-statistics-index": {
+        "write_page_checksum": True,
+        "write_statistics": True,
+        "write_page_index": True,
+        "data_page_size": 5000,
+    },
+    "plain-encoding": {"use_dictionary": False, "column_encoding": {"text": "PLAIN"}},
 }
 
 
