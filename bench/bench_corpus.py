@@ -272,6 +272,7 @@ def run_in_process(
                 device=adapter.device,
                 fsync=fsync,
                 min_batch_bytes=min_batch_bytes,
+                parquet_decoder="arrow",  # contenders read through Arrow (see run_dask)
             )
             for p, n in zip(paths, names, strict=True)
         ]
@@ -326,7 +327,7 @@ def run_dask(
     workers_per_gpu: int | None = None,
     contender: str | None = None,
     switch_interval_ms: float | None = None,
-    parquet_decoder: str = "arrow",
+    parquet_decoder: str = "gputok",
 ) -> dict:
     """Time ``tokenize_corpus`` on a local cluster: gputok on ``gpus`` GPUs with
     ``workers_per_gpu`` processes each (or ``workers`` CPU workers), or, with ``contender``,
@@ -334,7 +335,9 @@ def run_dask(
     from gputok import corpus as C
 
     if contender:
-        device = "cpu"
+        # Contenders read Parquet through Arrow, as their users would; gputok's page reader
+        # is part of gputok's pipeline (docs/benchmarks.md, "Parquet pages").
+        device, parquet_decoder = "cpu", "arrow"
     client, cluster = C.local_cluster(
         workers,
         device=device,
@@ -479,12 +482,12 @@ def markdown(rep: dict) -> tuple[str, str]:
                 (x.get("gpus"), x.get("workers_per_gpu")) == (1, r.get("workers_per_gpu"))
                 or (not r.get("gpus") and x["workers"] == 1)
             )
-            and x.get("parquet_decoder", "arrow") == r.get("parquet_decoder", "arrow")
+            and x.get("parquet_decoder", "gputok") == r.get("parquet_decoder", "gputok")
         ]
         one = base[0] if base else None
         vs1 = f"{r['GBps'] / one:.2f}×" if one else "–"
         who = f"{r['gpus']} GPU × {r['workers_per_gpu']}" if r.get("gpus") else str(r["workers"])
-        if r.get("parquet_decoder", "arrow") != "arrow":
+        if r.get("parquet_decoder", "gputok") != "gputok":
             who += f", Parquet by {r['parquet_decoder']}"
         lines.append(
             f"| **gputok corpus**{ok} | {who} | {'/'.join(r['devices'])} | "
@@ -500,7 +503,7 @@ def markdown(rep: dict) -> tuple[str, str]:
                 f"{r['gpus']} GPU × {r['workers_per_gpu']}"
                 + (
                     f" ({r['parquet_decoder']})"
-                    if r.get("parquet_decoder", "arrow") != "arrow"
+                    if r.get("parquet_decoder", "gputok") != "gputok"
                     else ""
                 )
                 + f": {r['GBps'] / max(1, r['gpus']) / best_g:.2f}×"
@@ -580,10 +583,10 @@ def main() -> int:
     )
     ap.add_argument(
         "--parquet-decoders",
-        default="arrow",
+        default="gputok",
         metavar="D[,D...]",
-        help="gputok runs with each Parquet decoder: arrow, gputok (the page reader, snappy on "
-        "the GPU of GPU workers) (default: arrow)",
+        help="gputok runs with each Parquet decoder: gputok (its page reader), gputok-gpu "
+        "(snappy on the GPU), arrow (default: gputok; the contenders always read through Arrow)",
     )
     ap.add_argument(
         "--contender-workers",
@@ -798,7 +801,7 @@ def main() -> int:
 
     rep["gputok"] = []
     per_gpu = [int(x) for x in args.workers_per_gpu.split(",") if x.strip()] or [None]
-    decoders = [x.strip() for x in args.parquet_decoders.split(",") if x.strip()] or ["arrow"]
+    decoders = [x.strip() for x in args.parquet_decoders.split(",") if x.strip()] or ["gputok"]
     for w, pw, dec in [(w, pw, d) for d in decoders for pw in per_gpu for w in counts]:
         on_gpu_machine = gpus > 0 and args.device != "cpu"
         r = dask_run(

@@ -388,3 +388,26 @@ def test_spans_point_into_one_buffer():
     assert pages.dtype == np.uint8 and spans.dtype == np.int64 and spans.shape == (30, 2)
     # dictionary-encoded: the repeated value's rows share one span
     assert tuple(spans[0]) == tuple(spans[2])
+
+
+def test_decoder_modes():
+    """The run's parquet_decoder setting -> read_parquet's decoder: Arrow, the page reader on
+    the CPU (the default, also for GPU tokenizers), or on the tokenizer's GPU."""
+
+    class GpuCore:
+        on_gpu = True
+
+        def parquet_decode(self, *a):  # pragma: no cover - identity only
+            return a
+
+    class Tok:
+        _core = GpuCore()
+
+    tok = Tok()
+    assert C._parquet_decoder("arrow", tok) is None
+    assert C._parquet_decoder("gputok", tok) is _core.parquet_decode
+    assert C._parquet_decoder("gputok-gpu", tok) == tok._core.parquet_decode
+    assert C._parquet_decoder("gputok-gpu", object()) is _core.parquet_decode
+    assert C.shard_spec({}, "a", "", "n", "o")["parquet_decoder"] == "gputok"
+    with pytest.raises(ValueError, match="parquet_decoder must be one of"):
+        C.tokenize_corpus([], "out", parquet_decoder="fast")

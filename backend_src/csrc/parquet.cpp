@@ -1,11 +1,12 @@
 // Parquet text column chunks (parquet.h): page headers (Thrift compact protocol), snappy on
 // the CPU, and the values' spans (PLAIN, dictionary indices, definition levels).
 //
-// Performance notes (2026-11-23, the bench corpus in pyarrow 25's default layout, snappy): on
-// the CPU this reader takes 1.94-2.02 CPU s per GB of text on the 2-core dev VM (Arrow: 1.74)
-// and 2.38 on the H200 x2 host (Arrow: 1.95). The tag walk is snappy's cost, not the copies:
-// walking the tags of a 6 MB page without copying took 6.4 ms, decompressing it 7.6 (dev VM).
-// So on the CPU Arrow stays the default; the gain is the GPU's (cuda/parquet.cu).
+// Performance notes (2026-11-23, the bench corpus in pyarrow 25's default layout, snappy,
+// bench/bench_parquet.py): the tag walk is snappy's cost (walking the tags of a 6 MB page
+// without copying took 6.4 ms, Arrow's whole decompression 7.6, dev VM). With the fast paths
+// in snappy_decompress this reader takes 1.70-1.77 CPU s per GB of text against Arrow's
+// 1.99-2.19 (2.24-2.38 before them); it builds no Arrow arrays. On the H200 x2 host's corpus
+// run, two GPUs: 4.44 GB/s of text with it, 3.69 with Arrow (docs/benchmarks.md).
 #include "parquet.h"
 
 #include <algorithm>
@@ -378,6 +379,42 @@ void snappy_decompress(const uint8_t* src, size_t n, uint8_t* dst, size_t dst_si
             std::to_string(dst_size));
   size_t ip = hdr, op = 0;
   while (ip < n) {
+    // Fast paths for the common tags, away from both buffers' ends: fixed-size copies the
+    // compiler turns into a few wide loads and stores, writing past the tag's output (later
+    // tags overwrite it). A literal of up to 16 bytes copies 16, up to 60 copies 64; a copy
+    // with offset >= 8 goes 8 bytes at a time, each 8 reading only bytes already final. The
+    // page reader's CPU cost per GB of text: 2.24 -> 1.66 s (Arrow: 2.0), 2-core dev VM,
+    // bench/bench_parquet.py, 2026-11-23.
+    const uint32_t tag = src[ip];
+    if (ip + 65 <= n && op + 80 <= dst_size) {
+      if ((tag & 3) == 0 && tag < (60 << 2)) {  // a literal of 1-60 bytes: 16 or 64 copied
+        const uint32_t len = (tag >> 2) + 1;
+        if (len <= 16)
+          std::memcpy(dst + op, src + ip + 1, 16);
+        else
+          std::memcpy(dst + op, src + ip + 1, 64);
+        ip += 1 + len;
+        op += len;
+        continue;
+      }
+      if ((tag & 3) != 0 && (tag & 3) != 3) {
+        uint32_t len, off;
+        if ((tag & 3) == 1) {
+          len = 4 + ((tag >> 2) & 7);
+          off = ((tag >> 5) << 8) | src[ip + 1];
+        } else {
+          len = (tag >> 2) + 1;
+          off = uint32_t(src[ip + 1]) | (uint32_t(src[ip + 2]) << 8);
+        }
+        if (off >= 8 && off <= op) {
+          uint8_t* d = dst + op;
+          for (uint32_t k = 0; k < len; k += 8) std::memcpy(d + k, d + k - off, 8);
+          ip += (tag & 3) == 1 ? 2 : 3;
+          op += len;
+          continue;
+        }
+      }
+    }
     SnappyTag t;
     if (!snappy_tag(src, ip, n, t)) corrupt("bad snappy tag");
     if (op + t.len > dst_size) corrupt("snappy output overruns the page");

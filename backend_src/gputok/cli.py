@@ -135,11 +135,11 @@ def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--parquet-decoder",
-        choices=("arrow", "gputok"),
-        default="arrow",
-        help="who decodes Parquet pages: arrow (default), or gputok's page reader, which "
-        "decompresses snappy on the GPU of GPU workers: slower, but ~5x lighter on host cores "
-        "(docs/corpus.md); the output is the same",
+        choices=("gputok", "gputok-gpu", "arrow"),
+        default="gputok",
+        help="who decodes Parquet pages: gputok (default), gputok's page reader on the CPU; "
+        "gputok-gpu, the same with snappy on the GPU of GPU workers; arrow, Arrow; what the "
+        "page reader cannot read goes to Arrow, and the output is the same (docs/corpus.md)",
     )
     p.add_argument(
         "--batch-mb",

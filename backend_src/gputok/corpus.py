@@ -561,8 +561,10 @@ def read_parquet(
             rg = 0
             while rg < md.num_row_groups:
                 upto = rg + 1
+                chunks = None
                 if leaf is not None:
                     chunks, upto = _row_group_run(md, rg, leaf[0])
+                if chunks and chunks[0].compression in PAGE_READER_CODECS:
                     got = _decode_row_groups(f, chunks, leaf[1], decoder, path, row)
                     if got is not None:
                         pages, spans = got
@@ -599,8 +601,13 @@ def read_parquet(
 # snappy kernels are latency-bound per page, so a call of more pages costs less than the calls
 # it replaces: one row group a call, 3-9 MB compressed, took 7-11 ms each; a file's row groups
 # in one call, 10-13 MB, 13-17 ms (H200, 2026-11-23, before the pointer-jumping chain; one
-# process 1.03 -> 1.09 GB/s of text, docs/benchmarks.md "Parquet pages on the GPU").
+# process 1.03 -> 1.09 GB/s of text, docs/benchmarks.md "Parquet pages"). The CPU reader groups
+# the same way; there it only delays a shard's first batch (one GPU's corpus run: read waits
+# 7.2 s against Arrow's 6.6, summed over shards, 2026-11-23 20:38): one row group per call on
+# the CPU is untried.
 PAGE_READER_GROUP_BYTES = 32 << 20
+# What the page reader decompresses; other codecs go to Arrow without being read twice.
+PAGE_READER_CODECS = ("SNAPPY", "UNCOMPRESSED")
 
 
 def _row_group_run(md, rg: int, leaf: int) -> tuple[list, int]:
@@ -700,24 +707,18 @@ def read_shard(
     return read_parquet(path, field, batch_bytes, decoder=parquet_decoder, **mb)
 
 
-PARQUET_DECODERS = ("arrow", "gputok")
+PARQUET_DECODERS = ("arrow", "gputok", "gputok-gpu")
 
 
 def _parquet_decoder(mode: str, tok) -> Callable | None:
     """read_parquet's ``decoder`` for the run's ``parquet_decoder`` setting and this worker's
-    tokenizer: None for Arrow; for "gputok", the page reader on the tokenizer's GPU where it
-    has one, else on the CPU.
-
-    Arrow is the default because it is the faster of the two wherever the host has cores to
-    spare: with the GPU's snappy decoding (cuda/parquet.cu) one GPU's workers did 2.13 GB/s of
-    text against the Arrow pipeline's 3.49, two GPUs 3.75 against 3.89 (H200 x2, 32 cores,
-    2026-11-23), and on the CPU Arrow's snappy is faster than gputok's (1.84 against 2.24 CPU
-    s per GB). The page reader's use is a host short of cores: it needs ~0.36 CPU s per GB of
-    text where Arrow needs ~1.8-2 (see docs/corpus.md, "Parquet decoding")."""
+    tokenizer: None for "arrow"; gputok's page reader on the CPU for "gputok"; for
+    "gputok-gpu", the page reader with snappy on the tokenizer's GPU where it has one (else
+    on the CPU). See docs/corpus.md, "Parquet decoding", for what each costs."""
     if mode == "arrow":
         return None
     core = getattr(tok, "_core", None)
-    if core is not None and getattr(core, "on_gpu", False):
+    if mode == "gputok-gpu" and core is not None and getattr(core, "on_gpu", False):
         return core.parquet_decode
     from gputok import _core
 
@@ -1215,7 +1216,7 @@ def tokenize_shard(spec: dict) -> dict:
             errors=spec["errors"],
             batch_bytes=spec["batch_bytes"],
             min_batch_bytes=_min_batch_bytes(spec, tok),
-            parquet_decoder=_parquet_decoder(spec.get("parquet_decoder", "arrow"), tok),
+            parquet_decoder=_parquet_decoder(spec.get("parquet_decoder", "gputok"), tok),
         )
         # Three stages overlap: the reader thread parses batch k+1, this thread tokenizes
         # batch k (gputok releases the GIL), the writer thread packs and writes batch k-1.
@@ -1604,7 +1605,7 @@ def shard_spec(
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     min_batch_bytes: int | None = None,
     fsync: bool = True,
-    parquet_decoder: str = "arrow",
+    parquet_decoder: str = "gputok",
     manifest_entry: dict | None = None,
     _fault: dict | None = None,
 ) -> dict:
@@ -1653,7 +1654,7 @@ def tokenize_corpus(
     threads_per_worker: int | None = None,
     workers_per_gpu: int | None = None,
     fsync: bool = True,
-    parquet_decoder: str = "arrow",
+    parquet_decoder: str = "gputok",
     log: Callable[[str], None] | None = None,
     _fault: dict | None = None,
 ) -> CorpusRun:
@@ -1679,11 +1680,10 @@ def tokenize_corpus(
     a rerun resumes), CorpusInputError for inputs that cannot be found. fsync=False skips the
     fsyncs (files are still renamed into place only when complete, and a resume re-hashes
     everything, so a crash costs rework, not wrong data). parquet_decoder: who decodes
-    Parquet pages (PARQUET_DECODERS): "arrow" (default), or "gputok", gputok's page reader,
-    which decompresses snappy on the GPU of GPU workers (on CPU workers it runs on the CPU,
-    slower than Arrow): slower than Arrow where the host has cores to spare, lighter on them
-    (docs/corpus.md, "Parquet decoding"). Row groups the page reader cannot read (other
-    codecs or encodings) go to Arrow; the output is the same either way.
+    Parquet pages (PARQUET_DECODERS): "gputok" (default), gputok's page reader on the CPU;
+    "gputok-gpu", the same with snappy decompressed on the GPU of GPU workers; "arrow",
+    Arrow. Row groups the page reader cannot read (other codecs or encodings) go to Arrow;
+    the output is the same either way (docs/corpus.md, "Parquet decoding").
     """
     log = log or (lambda msg: print(msg, flush=True))
     if parquet_decoder not in PARQUET_DECODERS:
