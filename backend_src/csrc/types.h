@@ -156,7 +156,7 @@ struct VocabView {
 // Snappy (raw format), for Parquet pages: a varint uncompressed length, then tags. A tag is a
 // literal (its bytes follow) or a copy of `len` bytes from `offset` bytes back in the output.
 // The CPU decoder (parquet.cpp) and the GPU kernels (cuda/parquet.cu) parse tags with the one
-// function below, and the GPU's fragment scan is snappy_scan itself.
+// function below.
 struct SnappyTag {
   uint32_t len;     // bytes of output
   uint32_t offset;  // copies: distance back (> 0); literals: 0
@@ -224,38 +224,9 @@ GPUTOK_HD bool snappy_length(const uint8_t* src, size_t n, uint32_t& length, uin
 // in the output and no copy reaches into an earlier block. Where a stream keeps to that, its
 // blocks ("fragments") decode in parallel, one warp each.
 constexpr uint32_t kSnappyFragment = 1u << 16;
-enum SnappyScan : int32_t { kSnappyCorrupt = -1, kSnappyFragmented = 0, kSnappySequential = 1 };
-
-// Walks the tags of src[0, n) (after the length varint) without copying anything: checks
-// that the stream is well formed and produces exactly `out_len` bytes, and writes to
-// frag_ip[k] the input position where output fragment k starts (ceil(out_len / 64 KiB)
-// entries). Returns kSnappySequential when some tag or copy crosses a fragment boundary
-// (decode the stream in one piece), kSnappyCorrupt when it is malformed.
-GPUTOK_HD int32_t snappy_scan(const uint8_t* src, size_t n, size_t ip, uint32_t out_len,
-                              uint32_t* frag_ip) {
-  uint32_t op = 0;
-  bool fragmented = true;
-  while (ip < n) {
-    SnappyTag t;
-    if (!snappy_tag(src, ip, n, t)) return kSnappyCorrupt;
-    if (uint64_t(op) + t.len > out_len) return kSnappyCorrupt;
-    if (t.offset == 0) {
-      if (ip + t.size + uint64_t(t.len) > n) return kSnappyCorrupt;
-    } else if (t.offset > op) {
-      return kSnappyCorrupt;
-    }
-    if (fragmented) {
-      const uint32_t frag = op / kSnappyFragment, first = frag * kSnappyFragment;
-      if (op == first) frag_ip[frag] = uint32_t(ip);
-      if ((op + t.len - 1) / kSnappyFragment != frag || (t.offset && op - t.offset < first))
-        fragmented = false;
-    }
-    ip += t.size + (t.offset == 0 ? t.len : 0);
-    op += t.len;
-  }
-  if (op != out_len) return kSnappyCorrupt;
-  return fragmented ? kSnappyFragmented : kSnappySequential;
-}
+// A stream's state on the GPU: decodable fragment by fragment (and, at the end, decoded),
+// to be decoded from start to end by one warp, or malformed.
+enum SnappyStatus : int32_t { kSnappyCorrupt = -1, kSnappyFragmented = 0, kSnappySequential = 1 };
 
 // One snappy stream for the GPU (cuda/parquet.cu): input src[0, src_size) of the chunk
 // (tags from `ip` on, after the length varint), output dst[0, out_len) of the pages' buffer.

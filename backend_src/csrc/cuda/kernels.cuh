@@ -145,7 +145,7 @@ struct SnappyScratch {
   uint32_t* frag_q = nullptr;     // fragments
   uint32_t* frag_op = nullptr;    // fragments
   uint32_t* frag_ip = nullptr;    // fragments
-  int32_t* status = nullptr;      // jobs: SnappyScan
+  int32_t* status = nullptr;      // jobs: SnappyStatus
   // The chain's pointer jumping, levels + 1 arrays of `segments` each; `on` zeroed on entry.
   uint32_t* jump = nullptr;
   uint32_t* weight = nullptr;

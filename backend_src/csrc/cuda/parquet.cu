@@ -1,6 +1,6 @@
 // Snappy decompression of Parquet pages on the device (kernels.cuh: launch_snappy_*; host side
 // in gpu_encoder.cu, GpuEncoder::decompress_pages; CPU twin: parquet.cpp, snappy_decompress,
-// and snappy_scan in types.h for the fragment starts).
+// which the tests hold the GPU's output to, byte for byte).
 //
 // Snappy is sequential twice over: a tag's position depends on every tag before it, and a
 // copy reads what earlier tags wrote. Google's snappy (Arrow's) compresses 64 KiB blocks
