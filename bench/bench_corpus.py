@@ -327,7 +327,7 @@ def run_dask(
     workers_per_gpu: int | None = None,
     contender: str | None = None,
     switch_interval_ms: float | None = None,
-    parquet_decoder: str = "gputok",
+    parquet_decoder: str = "auto",
 ) -> dict:
     """Time ``tokenize_corpus`` on a local cluster: gputok on ``gpus`` GPUs with
     ``workers_per_gpu`` processes each (or ``workers`` CPU workers), or, with ``contender``,
@@ -487,8 +487,8 @@ def markdown(rep: dict) -> tuple[str, str]:
         one = base[0] if base else None
         vs1 = f"{r['GBps'] / one:.2f}×" if one else "–"
         who = f"{r['gpus']} GPU × {r['workers_per_gpu']}" if r.get("gpus") else str(r["workers"])
-        if r.get("parquet_decoder", "gputok") != "gputok":
-            who += f", Parquet by {r['parquet_decoder']}"
+        if r.get("parquet_decoder", "gputok") != "auto":
+            who += f", Parquet by {r.get('parquet_decoder', 'gputok')}"
         lines.append(
             f"| **gputok corpus**{ok} | {who} | {'/'.join(r['devices'])} | "
             f"{r['threads_per_worker']} | {r['threads']} | {r['min_batch_mb']:g} | "
@@ -502,8 +502,8 @@ def markdown(rep: dict) -> tuple[str, str]:
             + ", ".join(
                 f"{r['gpus']} GPU × {r['workers_per_gpu']}"
                 + (
-                    f" ({r['parquet_decoder']})"
-                    if r.get("parquet_decoder", "gputok") != "gputok"
+                    f" ({r.get('parquet_decoder', 'gputok')})"
+                    if r.get("parquet_decoder", "gputok") != "auto"
                     else ""
                 )
                 + f": {r['GBps'] / max(1, r['gpus']) / best_g:.2f}×"
@@ -583,10 +583,11 @@ def main() -> int:
     )
     ap.add_argument(
         "--parquet-decoders",
-        default="gputok",
+        default="auto",
         metavar="D[,D...]",
-        help="gputok runs with each Parquet decoder: gputok (its page reader), gputok-gpu "
-        "(snappy on the GPU), arrow (default: gputok; the contenders always read through Arrow)",
+        help="gputok runs with each Parquet decoder: auto (the default: gputok-gpu for GPU "
+        "workers), gputok (its page reader on the CPU), gputok-gpu (snappy on the GPU), arrow "
+        "(the contenders always read through Arrow)",
     )
     ap.add_argument(
         "--contender-workers",
@@ -801,7 +802,7 @@ def main() -> int:
 
     rep["gputok"] = []
     per_gpu = [int(x) for x in args.workers_per_gpu.split(",") if x.strip()] or [None]
-    decoders = [x.strip() for x in args.parquet_decoders.split(",") if x.strip()] or ["gputok"]
+    decoders = [x.strip() for x in args.parquet_decoders.split(",") if x.strip()] or ["auto"]
     for w, pw, dec in [(w, pw, d) for d in decoders for pw in per_gpu for w in counts]:
         on_gpu_machine = gpus > 0 and args.device != "cpu"
         r = dask_run(

@@ -41,6 +41,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/tmp/gputok-bench-parquet")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--decoders",
+        default="gpu,cpu,arrow",
+        help="comma list of gpu (the page reader on the GPU), cpu (on the CPU), arrow",
+    )
     args = ap.parse_args()
     import pyarrow.parquet as pq
 
@@ -55,8 +60,13 @@ def main() -> int:
     for p in paths:
         md = pq.ParquetFile(p).metadata
         text += sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
-    decoders = [("cpu pages", _core.parquet_decode), ("arrow", None)]
-    if gputok.cuda_available()[0]:
+    wanted = args.decoders.split(",")
+    unknown = set(wanted) - {"gpu", "cpu", "arrow"}
+    if unknown:
+        ap.error(f"unknown decoders: {sorted(unknown)}")
+    decoders = [("cpu pages", _core.parquet_decode)] * ("cpu" in wanted)
+    decoders += [("arrow", None)] * ("arrow" in wanted)
+    if "gpu" in wanted and gputok.cuda_available()[0]:
         tok = gputok.gpt2(device="cuda", blocking_sync=True)
         decoders.insert(0, ("gpu pages", tok._core.parquet_decode))
     for name, dec in decoders:

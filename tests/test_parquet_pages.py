@@ -408,6 +408,153 @@ def test_decoder_modes():
     assert C._parquet_decoder("gputok", tok) is _core.parquet_decode
     assert C._parquet_decoder("gputok-gpu", tok) == tok._core.parquet_decode
     assert C._parquet_decoder("gputok-gpu", object()) is _core.parquet_decode
-    assert C.shard_spec({}, "a", "", "n", "o")["parquet_decoder"] == "gputok"
+    assert C._parquet_decoder("auto", tok) == tok._core.parquet_decode
+    assert C._parquet_decoder("auto", object()) is _core.parquet_decode
+    assert C.shard_spec({}, "a", "", "n", "o")["parquet_decoder"] == "auto"
     with pytest.raises(ValueError, match="parquet_decoder must be one of"):
         C.tokenize_corpus([], "out", parquet_decoder="fast")
+
+
+# ------------------------------------------- snappy streams with every kind of tag
+
+
+def _snappy_tags(n: int, rng: random.Random, weights=(3, 3, 3, 1, 1)) -> tuple[bytes, bytes]:
+    """(raw, a snappy stream of it) of ``n`` bytes, built tag by tag the way Google's encoder
+    keeps to its blocks (no tag crosses a 64 KiB block, no copy reaches into an earlier one),
+    so the GPU decodes it fragment by fragment, but with tags that encoder seldom writes: 1-byte
+    literals, literals with 1-4 length bytes even where one would do, copies of kinds 1, 2 and
+    4 down to offset 1 (overlapping: a repeating pattern), many tags in one 32-byte window.
+    The first four bytes are the rest's length, so that the raw bytes are one PLAIN value."""
+    raw = bytearray((n - 4).to_bytes(4, "little"))
+    out = bytearray(_varint(n))
+    out += bytes([3 << 2]) + raw  # a literal of the 4 length bytes
+    block = 1 << 16
+    alphabet = b"ab \n\xc3\xa9" + bytes(range(48, 58))
+    while len(raw) < n:
+        room = min(n - len(raw), block - len(raw) % block)  # to the end of the block
+        back = len(raw) % block  # how far a copy may reach
+        kind = rng.choices(["lit", "lit_long", "copy1", "copy2", "copy4"], weights)[0]
+        if kind.startswith("copy") and back >= 1 and room >= 4:
+            if kind == "copy1":
+                length, off = rng.randint(4, min(11, room)), rng.randint(1, min(back, 2047))
+                out += bytes([((off >> 8) << 5) | ((length - 4) << 2) | 1, off & 0xFF])
+            else:
+                length = rng.randint(1, min(64, room))
+                off = rng.choice([1, 2, 3, 7, rng.randint(1, back)])
+                off = min(off, back)
+                size = 2 if kind == "copy2" else 4
+                out += bytes([((length - 1) << 2) | (2 if size == 2 else 3)])
+                out += off.to_bytes(size, "little")
+            for _ in range(length):
+                raw.append(raw[-off])
+            continue
+        length = rng.randint(1, min(room, 8 if kind == "lit" else 300))
+        extra = rng.choice([0, 1, 2, 3, 4]) if length <= 60 else rng.choice([1, 2, 3, 4])
+        if length > 256 and extra == 1:
+            extra = 2
+        if extra == 0:
+            out.append((length - 1) << 2)
+        else:
+            out.append((59 + extra) << 2)
+            out += (length - 1).to_bytes(extra, "little")
+        lit = bytes(rng.choice(alphabet) for _ in range(length))
+        out += lit
+        raw += lit
+    return bytes(raw), bytes(out)
+
+
+def _one_value_page(raw: bytes, body: bytes) -> bytes:
+    """A chunk of one v1 data page holding one required PLAIN value (``raw``, its 4 length
+    bytes included), its body compressed as ``body``."""
+    inner = _struct([(1, *_i32(1)), (2, *_i32(0)), (3, *_i32(3)), (4, *_i32(3))])
+    return _page_header(0, len(raw), len(body), inner) + body
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize(
+    "seed,n,weights",
+    [
+        (1, 200_000, (3, 3, 3, 1, 1)),  # four fragments, every kind of tag
+        (2, 70_000, (1, 0, 6, 2, 1)),  # copies almost everywhere: many tags per window
+        (3, 131_072, (1, 3, 0, 1, 0)),  # long literals; exactly two fragments
+        (4, 65_536 + 5, (8, 0, 1, 1, 1)),  # 1-8 byte literals; a 5-byte last fragment
+        (5, 9, (1, 1, 1, 1, 1)),
+    ],
+)
+def test_snappy_every_tag_kind(decoder, seed, n, weights):
+    raw, body = _snappy_tags(n, random.Random(seed), weights)
+    pages, spans = decoder(_one_value_page(raw, body), "SNAPPY", 1, 0)
+    assert spans.shape == (1, 2) and len(raw) > 4
+    assert bytes(pages[spans[0, 0] : spans[0, 1]]) == raw[4:]
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(5, 140_000),
+    weights=st.tuples(*[st.integers(0, 5)] * 4, st.integers(1, 5)),
+)
+def test_property_snappy_streams_decode_exactly(decoder, seed, n, weights):
+    raw, body = _snappy_tags(n, random.Random(seed), weights)
+    pages, spans = decoder(_one_value_page(raw, body), "SNAPPY", 1, 0)
+    assert len(raw) == n and bytes(pages[spans[0, 0] : spans[0, 1]]) == raw[4:]
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_regression_snappy_copy_with_offset_zero_is_corrupt(decoder):
+    """A copy with offset 0 was read as a literal (SnappyTag marks literals by offset 0), so
+    the stream decoded to garbage instead of failing as snappy itself fails it."""
+    raw = (12).to_bytes(4, "little") + b"abcdabcdabcd"
+    good = _varint(16) + bytes([7 << 2]) + raw[:8] + bytes([((8 - 4) << 2) | 1, 4])
+    pages, spans = decoder(_one_value_page(raw, good), "SNAPPY", 1, 0)
+    assert bytes(pages[spans[0, 0] : spans[0, 1]]) == raw[4:]
+    for tag in (
+        bytes([((8 - 4) << 2) | 1, 0]),  # kind 1
+        bytes([((8 - 1) << 2) | 2, 0, 0]),  # kind 2
+        bytes([((8 - 1) << 2) | 3, 0, 0, 0, 0]),  # kind 4
+    ):
+        # 8 more bytes: read as a literal, the copy would have yielded 16 bytes, no error
+        bad = _varint(16) + bytes([7 << 2]) + raw[:8] + tag + b"abcdabcd"
+        with pytest.raises(_core.ParquetCorrupt):
+            decoder(_one_value_page(raw, bad), "SNAPPY", 1, 0)
+
+
+@pytest.mark.skipif(not _ok, reason=_why)
+def test_gpu_decodes_run_beside_each_other_and_the_tokenizer(ref):
+    """The GPU decoder's calls each take one of its stream slots, not the tokenizer's lock:
+    threads decoding different chunks while others tokenize get every byte and id right, the
+    slots' buffers are reused (not allocated per call), and a pool limit below a decode fails
+    it cleanly."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import gputok
+
+    tok = gputok.gpt2(device="cuda")
+    streams = [_snappy_tags(n, random.Random(seed)) for seed, n in enumerate([70_000, 300_000] * 6)]
+    chunks = [(_one_value_page(raw, body), raw[4:]) for raw, body in streams]
+    texts = [" ".join(_values(40, seed=s)) for s in range(8)]
+    want_ids = [ref.encode(t, disallowed_special=()) for t in texts]
+    assert all(want_ids)
+
+    def decode(k):
+        chunk, want = chunks[k % len(chunks)]
+        pages, spans = tok._core.parquet_decode(chunk, "SNAPPY", 1, 0)
+        return bytes(pages[spans[0, 0] : spans[0, 1]]) == want
+
+    def encode(k):
+        return tok.encode_batch(texts, disallowed_special=()) == want_ids
+
+    with ThreadPoolExecutor(10) as ex:
+        futs = [ex.submit(decode, k) for k in range(96)] + [ex.submit(encode, k) for k in range(8)]
+        assert all(f.result() for f in futs)
+        warm = tok.gpu_counters()
+        assert all(ex.map(decode, range(48)))
+    after = tok.gpu_counters()  # buffers only grow: at most once more per slot (4), not per call
+    assert after["device_allocs"] - warm["device_allocs"] <= 4
+    assert after["pinned_allocs"] - warm["pinned_allocs"] <= 8
+    tok._core.set_pool_limit(1 << 20)
+    with pytest.raises(gputok.DeviceMemoryError):
+        tok._core.parquet_decode(chunks[1][0], "SNAPPY", 1, 0)
+    tok._core.set_pool_limit(0)
+    assert decode(1)

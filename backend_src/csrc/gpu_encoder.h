@@ -128,7 +128,8 @@ class GpuEncoder {
 
   // Parquet pages (parquet.h): runs `copies` of chunk[0, size) into out[0, out_size), the
   // snappy ones on the device (one warp per 64 KiB fragment, cuda/parquet.cu), the plain ones
-  // on the host. Throws ParquetCorrupt for a malformed stream. Thread-safe like encode().
+  // on the host. Throws ParquetCorrupt for a malformed stream. Thread-safe, and concurrent:
+  // up to 4 calls run at once, each on a stream and buffers of its own, beside encode().
   void decompress_pages(const uint8_t* chunk, size_t size, const std::vector<PageCopy>& copies,
                         uint8_t* out, size_t out_size);
 

@@ -163,46 +163,31 @@ struct SnappyTag {
   uint32_t size;    // bytes of the tag itself (a literal's data follows it)
 };
 
-// The tag at src[ip] (ip < end). False when it runs past `end` or is impossibly long.
+// The tag whose first five bytes are `w` (little-endian; bytes past the input read as 0), with
+// `avail` bytes of input from the tag on. False when it runs past the input, is impossibly
+// long, or is a copy with offset 0 (which snappy rejects; read as a literal it would decode
+// garbage). Branch-free, so that the GPU's lanes, each parsing a different kind of tag, do not
+// diverge (cuda/parquet.cu, the windowed decode).
+GPUTOK_HD bool snappy_tag_of(uint64_t w, uint64_t avail, SnappyTag& t) {
+  const uint32_t tag = uint32_t(w & 0xFF), hi = uint32_t(w >> 8), kind = tag & 3, x = tag >> 2;
+  // literals: a length in the tag, or in 1-4 bytes after it
+  const uint32_t nb = x >= 60 ? x - 59 : 0;
+  const uint32_t v = nb == 0 ? x : nb == 4 ? hi : hi & ((1u << (8 * nb)) - 1);
+  const uint32_t lit_len = v + 1;
+  // copies: kind 1 (length 4-11, 11-bit offset), 2 (16-bit offset), 3 (32-bit offset)
+  const uint32_t copy_len = kind == 1 ? 4 + (x & 7) : x + 1;
+  const uint32_t off = kind == 1 ? ((tag >> 5) << 8) | (hi & 0xFF) : kind == 2 ? hi & 0xFFFF : hi;
+  t.len = kind == 0 ? lit_len : copy_len;
+  t.offset = kind == 0 ? 0 : off;
+  t.size = kind == 0 ? 1 + nb : kind == 1 ? 2 : kind == 2 ? 3 : 5;
+  return t.size <= avail && (kind == 0 ? v < 0x7FFFFFFFu : off != 0);
+}
+
+// The tag at src[ip] (ip < end); see snappy_tag_of.
 GPUTOK_HD bool snappy_tag(const uint8_t* src, size_t ip, size_t end, SnappyTag& t) {
-  const uint32_t tag = src[ip];
-  switch (tag & 3) {
-    case 0: {
-      uint32_t l = tag >> 2;
-      t.size = 1;
-      if (l >= 60) {
-        const uint32_t nb = l - 59;
-        if (ip + 1 + nb > end) return false;
-        uint64_t v = 0;
-        for (uint32_t i = 0; i < nb; ++i) v |= uint64_t(src[ip + 1 + i]) << (8 * i);
-        if (v >= 0x7FFFFFFFu) return false;
-        l = uint32_t(v);
-        t.size = 1 + nb;
-      }
-      t.len = l + 1;
-      t.offset = 0;
-      return true;
-    }
-    case 1:
-      if (ip + 2 > end) return false;
-      t.len = 4 + ((tag >> 2) & 7);
-      t.offset = ((tag >> 5) << 8) | src[ip + 1];
-      t.size = 2;
-      return true;
-    case 2:
-      if (ip + 3 > end) return false;
-      t.len = (tag >> 2) + 1;
-      t.offset = uint32_t(src[ip + 1]) | (uint32_t(src[ip + 2]) << 8);
-      t.size = 3;
-      return true;
-    default:
-      if (ip + 5 > end) return false;
-      t.len = (tag >> 2) + 1;
-      t.offset = uint32_t(src[ip + 1]) | (uint32_t(src[ip + 2]) << 8) |
-                 (uint32_t(src[ip + 3]) << 16) | (uint32_t(src[ip + 4]) << 24);
-      t.size = 5;
-      return true;
-  }
+  uint64_t w = 0;
+  for (uint32_t k = 0; k < 5 && ip + k < end; ++k) w |= uint64_t(src[ip + k]) << (8 * k);
+  return snappy_tag_of(w, end - ip, t);
 }
 
 // The stream's uncompressed length (a varint of at most 5 bytes) and the varint's size.
@@ -231,11 +216,12 @@ enum SnappyStatus : int32_t { kSnappyCorrupt = -1, kSnappyFragmented = 0, kSnapp
 // One snappy stream for the GPU (cuda/parquet.cu): input src[0, src_size) of the chunk
 // (tags from `ip` on, after the length varint), output dst[0, out_len) of the pages' buffer.
 // Its fragments are [frag0, frag0 + ceil(out_len / 64 KiB)) of the call's fragments, its
-// input segments (kSnappySegment bytes each, from `ip` on) [seg0, seg0 + segments).
+// input segments (2^seg_shift bytes each, from `ip` on) [seg0, seg0 + segments).
 struct SnappyJob {
   uint64_t src, dst;
   uint32_t src_size, ip, out_len, frag0, seg0;
 };
-constexpr uint32_t kSnappySegment = 4096;
+// Input segments of 2^kSnappySegmentShift bytes (the GPU's walks; cuda/parquet.cu).
+constexpr uint32_t kSnappySegmentShift = 9;
 
 }  // namespace gputok

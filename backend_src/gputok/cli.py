@@ -135,11 +135,12 @@ def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--parquet-decoder",
-        choices=("gputok", "gputok-gpu", "arrow"),
-        default="gputok",
-        help="who decodes Parquet pages: gputok (default), gputok's page reader on the CPU; "
-        "gputok-gpu, the same with snappy on the GPU of GPU workers; arrow, Arrow; what the "
-        "page reader cannot read goes to Arrow, and the output is the same (docs/corpus.md)",
+        choices=("auto", "gputok", "gputok-gpu", "arrow"),
+        default="auto",
+        help="who decodes Parquet pages: auto (default), gputok's page reader with snappy "
+        "on the GPU of GPU workers, on the CPU of CPU workers; gputok-gpu, the same; gputok, "
+        "the page reader on the CPU everywhere; arrow, Arrow; what the page reader cannot read "
+        "goes to Arrow, and the output is the same (docs/corpus.md)",
     )
     p.add_argument(
         "--batch-mb",

@@ -707,18 +707,19 @@ def read_shard(
     return read_parquet(path, field, batch_bytes, decoder=parquet_decoder, **mb)
 
 
-PARQUET_DECODERS = ("arrow", "gputok", "gputok-gpu")
+PARQUET_DECODERS = ("auto", "gputok", "gputok-gpu", "arrow")
 
 
 def _parquet_decoder(mode: str, tok) -> Callable | None:
     """read_parquet's ``decoder`` for the run's ``parquet_decoder`` setting and this worker's
     tokenizer: None for "arrow"; gputok's page reader on the CPU for "gputok"; for
-    "gputok-gpu", the page reader with snappy on the tokenizer's GPU where it has one (else
-    on the CPU). See docs/corpus.md, "Parquet decoding", for what each costs."""
+    "gputok-gpu", and for "auto" (the default), the page reader with snappy on the
+    tokenizer's GPU where it has one (else on the CPU). See docs/corpus.md, "Parquet
+    decoding", for what each costs."""
     if mode == "arrow":
         return None
     core = getattr(tok, "_core", None)
-    if mode == "gputok-gpu" and core is not None and getattr(core, "on_gpu", False):
+    if mode in ("auto", "gputok-gpu") and core is not None and getattr(core, "on_gpu", False):
         return core.parquet_decode
     from gputok import _core
 
@@ -1216,7 +1217,7 @@ def tokenize_shard(spec: dict) -> dict:
             errors=spec["errors"],
             batch_bytes=spec["batch_bytes"],
             min_batch_bytes=_min_batch_bytes(spec, tok),
-            parquet_decoder=_parquet_decoder(spec.get("parquet_decoder", "gputok"), tok),
+            parquet_decoder=_parquet_decoder(spec.get("parquet_decoder", "auto"), tok),
         )
         # Three stages overlap: the reader thread parses batch k+1, this thread tokenizes
         # batch k (gputok releases the GIL), the writer thread packs and writes batch k-1.
@@ -1605,7 +1606,7 @@ def shard_spec(
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     min_batch_bytes: int | None = None,
     fsync: bool = True,
-    parquet_decoder: str = "gputok",
+    parquet_decoder: str = "auto",
     manifest_entry: dict | None = None,
     _fault: dict | None = None,
 ) -> dict:
@@ -1654,7 +1655,7 @@ def tokenize_corpus(
     threads_per_worker: int | None = None,
     workers_per_gpu: int | None = None,
     fsync: bool = True,
-    parquet_decoder: str = "gputok",
+    parquet_decoder: str = "auto",
     log: Callable[[str], None] | None = None,
     _fault: dict | None = None,
 ) -> CorpusRun:
@@ -1680,10 +1681,11 @@ def tokenize_corpus(
     a rerun resumes), CorpusInputError for inputs that cannot be found. fsync=False skips the
     fsyncs (files are still renamed into place only when complete, and a resume re-hashes
     everything, so a crash costs rework, not wrong data). parquet_decoder: who decodes
-    Parquet pages (PARQUET_DECODERS): "gputok" (default), gputok's page reader on the CPU;
-    "gputok-gpu", the same with snappy decompressed on the GPU of GPU workers; "arrow",
-    Arrow. Row groups the page reader cannot read (other codecs or encodings) go to Arrow;
-    the output is the same either way (docs/corpus.md, "Parquet decoding").
+    Parquet pages (PARQUET_DECODERS): "auto" (default), gputok's page reader with snappy
+    decompressed on the GPU of GPU workers and on the CPU of CPU workers; "gputok-gpu", the
+    same; "gputok", the page reader on the CPU everywhere; "arrow", Arrow. Row groups the page
+    reader cannot read (other codecs or encodings) go to Arrow; the output is the same either
+    way (docs/corpus.md, "Parquet decoding").
     """
     log = log or (lambda msg: print(msg, flush=True))
     if parquet_decoder not in PARQUET_DECODERS:

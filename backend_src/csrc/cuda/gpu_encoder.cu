@@ -29,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -196,6 +197,42 @@ bool cuda_available(std::string* why) {
   return true;
 }
 
+ThreadPool* make_copy_pool(std::unique_ptr<ThreadPool>& pool, int copy_threads) {
+  if (!pool) {
+    const unsigned hw = std::thread::hardware_concurrency();
+    const unsigned want = copy_threads > 0 ? unsigned(copy_threads) : 8u;
+    pool = std::make_unique<ThreadPool>(std::min<unsigned>(hw ? hw : 1, want));
+  }
+  return pool.get();
+}
+
+// Parquet decoding (decompress_pages) has streams and buffers of its own, kSnappySlots sets of
+// them: a decode neither waits for a tokenizer call holding the encoder (Impl::mu) nor for
+// another decode, so a worker's threads decode several column chunks at once and their kernels
+// overlap on the GPU, where one decode's ~300 one-warp blocks leave most of it idle.
+constexpr size_t kSnappySlots = 4;
+struct SnappySlot {
+  std::mutex mu;  // one decode at a time on this slot
+  cudaStream_t stream = nullptr;
+  cudaEvent_t ev_sync = nullptr;  // blocking-sync wait (GpuOptions::blocking_sync)
+  cudaEvent_t marks[7] = {};      // GPUTOK_GPU_PROFILE=1: the kernels' times
+  DeviceArena arena;
+  PinnedBuffer pin_in, pin_out;
+  GpuCounters counters;
+  std::unique_ptr<ThreadPool> pool;  // host copies; a ThreadPool runs one job at a time
+
+  ~SnappySlot() {
+    if (stream) cudaStreamSynchronize(stream);
+    arena.release();
+    pin_in.release();
+    pin_out.release();
+    if (ev_sync) cudaEventDestroy(ev_sync);
+    for (cudaEvent_t e : marks)
+      if (e) cudaEventDestroy(e);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
 struct GpuEncoder::Impl {
   std::mutex mu;  // one call at a time on the stream, buffers and counters
   std::shared_ptr<const Vocab> vocab;
@@ -204,9 +241,9 @@ struct GpuEncoder::Impl {
   cudaStream_t stream = nullptr;
   cudaEvent_t ev0 = nullptr, ev1 = nullptr;
   cudaEvent_t ev_pre = nullptr, ev_merge = nullptr, ev_mid = nullptr;  // GPUTOK_GPU_PROFILE=1
-  cudaEvent_t ev_sync = nullptr;     // blocking-sync event (GpuOptions::blocking_sync)
-  cudaEvent_t snappy_marks[7] = {};  // GPUTOK_GPU_PROFILE=1: decompress_pages' kernels
+  cudaEvent_t ev_sync = nullptr;  // blocking-sync event (GpuOptions::blocking_sync)
   bool profile = false;
+  SnappyOptions snappy;       // GPUTOK_SNAPPY_SEGMENT, GPUTOK_SNAPPY_DECODE (ablations)
   bool use_cache = true;      // GPUTOK_GPU_NO_CACHE=1 turns the whole-piece cache off (ablation)
   PerWordOptions per_word;    // ablation switches from the environment (kernels.cuh)
   bool direct_output = true;  // GPUTOK_GPU_NO_DIRECT=1: always copy ids back after a sync
@@ -223,15 +260,31 @@ struct GpuEncoder::Impl {
   GpuCounters counters;
   std::vector<Piece> pieces;         // CPU pretokenization scratch
   std::unique_ptr<ThreadPool> pool;  // host copies of big chunks; made on first need
+  // Parquet decoding's slots (made on first use, under each slot's lock), and the pool limit
+  // as they read it without taking `mu`.
+  SnappySlot snappy_slots[kSnappySlots];
+  std::atomic<uint32_t> snappy_next{0};
+  std::atomic<size_t> snappy_pool_limit{0};
 
   ThreadPool* copy_pool(size_t bytes) {
     if (bytes < (size_t(1) << 20) || opt.copy_threads == 1) return nullptr;
-    if (!pool) {
-      const unsigned hw = std::thread::hardware_concurrency();
-      const unsigned want = opt.copy_threads > 0 ? unsigned(opt.copy_threads) : 8u;
-      pool = std::make_unique<ThreadPool>(std::min<unsigned>(hw ? hw : 1, want));
+    return make_copy_pool(pool, opt.copy_threads);
+  }
+
+  // A free slot, locked; when all are busy, waits for one (round robin).
+  SnappySlot& take_snappy_slot(std::unique_lock<std::mutex>& lock) {
+    const uint32_t first = snappy_next.fetch_add(1, std::memory_order_relaxed);
+    for (size_t k = 0; k < kSnappySlots; ++k) {
+      SnappySlot& s = snappy_slots[(first + k) % kSnappySlots];
+      std::unique_lock<std::mutex> l(s.mu, std::try_to_lock);
+      if (l.owns_lock()) {
+        lock = std::move(l);
+        return s;
+      }
     }
-    return pool.get();
+    SnappySlot& s = snappy_slots[first % kSnappySlots];
+    lock = std::unique_lock<std::mutex>(s.mu);
+    return s;
   }
 
   ~Impl() {
@@ -247,8 +300,6 @@ struct GpuEncoder::Impl {
     if (ev_merge) cudaEventDestroy(ev_merge);
     if (ev_mid) cudaEventDestroy(ev_mid);
     if (ev_sync) cudaEventDestroy(ev_sync);
-    for (cudaEvent_t e : snappy_marks)
-      if (e) cudaEventDestroy(e);
     if (graph_exec) cudaGraphExecDestroy(graph_exec);
     if (stream) cudaStreamDestroy(stream);
   }
@@ -275,6 +326,7 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->vocab = std::move(vocab);
   impl->opt = options;
+  impl->snappy_pool_limit.store(options.pool_limit_bytes);
   GPUTOK_CUDA(cudaSetDevice(options.device_id));
   GPUTOK_CUDA(
       cudaDeviceGetAttribute(&impl->n_sms, cudaDevAttrMultiProcessorCount, options.device_id));
@@ -308,6 +360,15 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
     impl->per_word.warp_min_small = std::atoi(wm);
   if (const char* ms = std::getenv("GPUTOK_GPU_MEMO_SLOTS"); ms && *ms)
     impl->memo_slots = std::max<int64_t>(0, std::atoll(ms));
+  if (const char* sg = std::getenv("GPUTOK_SNAPPY_SEGMENT"); sg && *sg) {
+    // bytes per walk segment, a power of two from 256 to 64 KiB (others round down)
+    const unsigned long v = std::strtoul(sg, nullptr, 10);
+    uint32_t shift = 8;
+    while (shift < 16 && (1ul << (shift + 1)) <= v) ++shift;
+    impl->snappy.seg_shift = shift;
+  }
+  if (const char* sd = std::getenv("GPUTOK_SNAPPY_DECODE"); sd && *sd)
+    impl->snappy.windowed = std::strcmp(sd, "tagwise") != 0;
   if (const char* fm = std::getenv("GPUTOK_GPU_FUSED_MAX"); fm && *fm)
     impl->fused_max = uint32_t(std::strtoul(fm, nullptr, 10));
   // One block per SM: grid barriers over 132 blocks cost less than over the ~4 per SM that
@@ -332,10 +393,15 @@ void GpuEncoder::set_gpu_pretokenize(bool on) {
 void GpuEncoder::set_pool_limit(size_t bytes) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->opt.pool_limit_bytes = bytes;
+  impl_->snappy_pool_limit.store(bytes);
+  GPUTOK_CUDA(cudaSetDevice(impl_->opt.device_id));
   if (bytes && impl_->arena.capacity() > bytes) {
-    GPUTOK_CUDA(cudaSetDevice(impl_->opt.device_id));
     GPUTOK_CUDA(cudaStreamSynchronize(impl_->stream));
     impl_->arena.release();
+  }
+  for (SnappySlot& s : impl_->snappy_slots) {
+    std::lock_guard<std::mutex> slot_lock(s.mu);
+    if (bytes && s.arena.capacity() > bytes) s.arena.release();  // its calls end synchronized
   }
 }
 
@@ -352,6 +418,13 @@ GpuCounters GpuEncoder::counters() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   GpuCounters c = impl_->counters;
   c.device_bytes = impl_->arena.capacity();
+  for (SnappySlot& s : impl_->snappy_slots) {
+    std::lock_guard<std::mutex> slot_lock(s.mu);
+    c.device_allocs += s.counters.device_allocs;
+    c.pinned_allocs += s.counters.pinned_allocs;
+    c.launches += s.counters.launches;
+    c.device_bytes += s.arena.capacity();
+  }
   return c;
 }
 
@@ -414,6 +487,7 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
   // Host side: check the copies' ranges, do the plain ones, and list the snappy streams.
   std::vector<SnappyJob> jobs;
   uint32_t n_frags = 0, n_segs = 0, max_segs = 0;
+  const uint32_t seg_shift = impl_->snappy.seg_shift;
   for (const PageCopy& c : copies) {
     if (c.src < 0 || c.src_size < 0 || c.src + c.src_size > int64_t(size) || c.dst < 0 ||
         c.dst_size < 0 || c.dst + c.dst_size > int64_t(out_size))
@@ -432,15 +506,22 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
     jobs.push_back(SnappyJob{uint64_t(c.src), uint64_t(c.dst), uint32_t(c.src_size), hdr, length,
                              n_frags, n_segs});
     n_frags += (length + kSnappyFragment - 1) / kSnappyFragment;
-    const uint32_t segs =
-        uint32_t((uint64_t(c.src_size) - hdr + kSnappySegment - 1) / kSnappySegment);
+    const uint64_t seg_bytes = uint64_t(1) << seg_shift;
+    const uint32_t segs = uint32_t((uint64_t(c.src_size) - hdr + seg_bytes - 1) >> seg_shift);
     n_segs += segs;
     max_segs = std::max(max_segs, segs);
   }
   if (jobs.empty()) return;
   Impl& I = *impl_;
-  std::lock_guard<std::mutex> lock(I.mu);
+  std::unique_lock<std::mutex> lock;
+  SnappySlot& S = I.take_snappy_slot(lock);
   GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
+  if (!S.stream) {
+    GPUTOK_CUDA(cudaStreamCreateWithFlags(&S.stream, cudaStreamNonBlocking));
+    if (I.opt.blocking_sync)
+      GPUTOK_CUDA(
+          cudaEventCreateWithFlags(&S.ev_sync, cudaEventBlockingSync | cudaEventDisableTiming));
+  }
   const uint32_t n_jobs = uint32_t(jobs.size());
   const uint32_t levels = snappy_jump_levels(max_segs);
   const size_t level_n = size_t(levels + 1) * n_segs;
@@ -467,48 +548,57 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
     d_out = c.take<uint8_t>(out_size);
     return c.used();
   };
-  I.arena.ensure(carve(nullptr), I.opt.pool_limit_bytes, I.counters.device_allocs);
-  carve(I.arena.base());
+  S.arena.ensure(carve(nullptr), I.snappy_pool_limit.load(), S.counters.device_allocs);
+  carve(S.arena.base());
   const size_t jobs_bytes = n_jobs * sizeof(SnappyJob);
-  I.pin_in.ensure(size + jobs_bytes, I.counters.pinned_allocs);
-  I.pin_out.ensure(out_size + n_jobs * sizeof(int32_t), I.counters.pinned_allocs);
-  char* pin = I.pin_in.base();
-  parallel_copy(I.copy_pool(size), {{reinterpret_cast<const char*>(chunk), size}}, pin);
+  S.pin_in.ensure(size + jobs_bytes, S.counters.pinned_allocs);
+  S.pin_out.ensure(out_size + n_jobs * sizeof(int32_t), S.counters.pinned_allocs);
+  ThreadPool* pool = size >= (size_t(1) << 20) && I.opt.copy_threads != 1
+                         ? make_copy_pool(S.pool, I.opt.copy_threads)
+                         : nullptr;
+  char* pin = S.pin_in.base();
+  parallel_copy(pool, {{reinterpret_cast<const char*>(chunk), size}}, pin);
   std::memcpy(pin + size, jobs.data(), jobs_bytes);
   GPUTOK_CUDA(
-      cudaMemcpyAsync(const_cast<uint8_t*>(d_src), pin, size, cudaMemcpyHostToDevice, I.stream));
-  GPUTOK_CUDA(cudaMemcpyAsync(d_jobs, pin + size, jobs_bytes, cudaMemcpyHostToDevice, I.stream));
-  GPUTOK_CUDA(cudaMemsetAsync(sc.cum, 0xFF, size * sizeof(uint32_t), I.stream));
-  GPUTOK_CUDA(cudaMemsetAsync(sc.on, 0, n_segs, I.stream));
+      cudaMemcpyAsync(const_cast<uint8_t*>(d_src), pin, size, cudaMemcpyHostToDevice, S.stream));
+  GPUTOK_CUDA(cudaMemcpyAsync(d_jobs, pin + size, jobs_bytes, cudaMemcpyHostToDevice, S.stream));
+  GPUTOK_CUDA(cudaMemsetAsync(sc.cum, 0xFF, size * sizeof(uint32_t), S.stream));
+  GPUTOK_CUDA(cudaMemsetAsync(sc.on, 0, n_segs, S.stream));
   cudaEvent_t* marks = nullptr;
   if (I.profile) {  // GPUTOK_GPU_PROFILE=1: each kernel's time, on stderr
-    if (!I.snappy_marks[0])
-      for (auto& e : I.snappy_marks) GPUTOK_CUDA(cudaEventCreate(&e));
-    marks = I.snappy_marks;
+    if (!S.marks[0])
+      for (auto& e : S.marks) GPUTOK_CUDA(cudaEventCreate(&e));
+    marks = S.marks;
   }
   const auto t_in = std::chrono::steady_clock::now();
-  I.counters.launches += launch_snappy_fragments(d_src, d_out, d_jobs, n_jobs, n_segs, n_frags,
-                                                 levels, sc, I.stream, marks);
-  I.counters.launches +=
-      launch_snappy_sequential(d_src, d_out, d_jobs, n_jobs, sc.status, I.stream);
+  S.counters.launches += launch_snappy_fragments(d_src, d_out, d_jobs, n_jobs, n_segs, n_frags,
+                                                 levels, sc, I.snappy, S.stream, marks);
+  S.counters.launches +=
+      launch_snappy_sequential(d_src, d_out, d_jobs, n_jobs, sc.status, S.stream);
   // Only the snappy jobs' ranges come back: the plain copies are already in `out`.
-  char* pout = I.pin_out.base();
+  char* pout = S.pin_out.base();
   for (const SnappyJob& j : jobs)
     GPUTOK_CUDA(
-        cudaMemcpyAsync(pout + j.dst, d_out + j.dst, j.out_len, cudaMemcpyDeviceToHost, I.stream));
+        cudaMemcpyAsync(pout + j.dst, d_out + j.dst, j.out_len, cudaMemcpyDeviceToHost, S.stream));
   int32_t* status = reinterpret_cast<int32_t*>(pout + out_size);
   GPUTOK_CUDA(cudaMemcpyAsync(status, sc.status, n_jobs * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                              I.stream));
-  I.wait_for_stream();
+                              S.stream));
+  if (S.ev_sync) {
+    GPUTOK_CUDA(cudaEventRecord(S.ev_sync, S.stream));
+    GPUTOK_CUDA(cudaEventSynchronize(S.ev_sync));
+  } else {
+    GPUTOK_CUDA(cudaStreamSynchronize(S.stream));
+  }
   const auto t_sync = std::chrono::steady_clock::now();
   if (marks) {
     float k[6];
     for (int i = 0; i < 6; ++i) GPUTOK_CUDA(cudaEventElapsedTime(&k[i], marks[i], marks[i + 1]));
     std::fprintf(stderr,
-                 "[gputok snappy] %zu -> %zu bytes, %u jobs %u segments %u fragments: segments "
-                 "%.0f us, extend %.0f, jump %.0f, serial chain %.0f, starts %.0f, decode %.0f; "
-                 "launch to sync %.0f us\n",
-                 size, out_size, n_jobs, n_segs, n_frags, k[0] * 1e3, k[1] * 1e3, k[2] * 1e3,
+                 "[gputok snappy] %zu -> %zu bytes, %u jobs %u segments of %u B %u fragments: "
+                 "segments %.0f us, extend %.0f, jump %.0f, serial chain %.0f, starts %.0f, "
+                 "decode (%s) %.0f; launch to sync %.0f us\n",
+                 size, out_size, n_jobs, n_segs, 1u << seg_shift, n_frags,
+                 I.snappy.windowed ? "windowed" : "tagwise", k[0] * 1e3, k[1] * 1e3, k[2] * 1e3,
                  k[3] * 1e3, k[4] * 1e3, k[5] * 1e3,
                  std::chrono::duration<double, std::micro>(t_sync - t_in).count());
   }
@@ -517,9 +607,8 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
       throw ParquetCorrupt("corrupt Parquet page: bad snappy stream");
   size_t total = 0;
   for (const SnappyJob& j : jobs) total += j.out_len;
-  ThreadPool* tp = I.copy_pool(total);
-  if (tp && jobs.size() > 1) {
-    tp->parallel_for(jobs.size(), tp->size(), [&](size_t k) {
+  if (pool && total >= (size_t(1) << 20) && jobs.size() > 1) {
+    pool->parallel_for(jobs.size(), pool->size(), [&](size_t k) {
       std::memcpy(out + jobs[k].dst, pout + jobs[k].dst, jobs[k].out_len);
     });
   } else {

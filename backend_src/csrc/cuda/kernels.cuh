@@ -158,9 +158,15 @@ inline uint32_t snappy_jump_levels(uint32_t segments) {
   while ((uint64_t(1) << r) <= segments) ++r;
   return r;
 }
+// How the streams are cut and decoded; the defaults are the measured best, the environment
+// overrides them for ablations (gpu_encoder.cu: GPUTOK_SNAPPY_SEGMENT, GPUTOK_SNAPPY_DECODE).
+struct SnappyOptions {
+  uint32_t seg_shift = kSnappySegmentShift;  // input segment of the walks: 2^seg_shift bytes
+  bool windowed = true;  // decode: lanes parse 32 bytes at once (false: one tag at a time)
+};
 int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
                             uint32_t n_jobs, uint32_t n_segs, uint32_t n_frags, uint32_t levels,
-                            const SnappyScratch& s, cudaStream_t stream,
+                            const SnappyScratch& s, SnappyOptions o, cudaStream_t stream,
                             cudaEvent_t* marks = nullptr);  // 7 events, or null
 int launch_snappy_sequential(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
                              uint32_t n_jobs, int32_t* status, cudaStream_t stream);

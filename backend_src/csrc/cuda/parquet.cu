@@ -9,35 +9,37 @@
 // tag walk, which costs as much as decompressing on a CPU (6.4 vs 7.6 ms for 6 MB on the dev
 // VM). One GPU thread walking a 6 MB page took ~0.4 s (the first version: 82 s for 2.7 GB of
 // the bench corpus, H200 x2, 2026-11-23). So the walk is split:
-//   1. segments: every 4 KiB of input is walked by its own thread as if a tag started there;
-//      it records, at each position it visits, the output bytes so far (`cum`), and where
-//      its walk leaves the segment. Walks from a wrong start usually fall in step with the
-//      true tags within a few tags, like any variable-length code.
+//   1. segments: every 512 bytes of input (2^SnappyOptions::seg_shift) is walked by its own
+//      thread as if a tag started there; it records, at each position it visits, the output
+//      bytes so far (`cum`), and where its walk leaves the segment. Walks from a wrong start
+//      usually fall in step with the true tags within a few tags, like any variable-length code.
 //   1b. extend: each walk goes on past its exit until it meets a position a later walk
 //      visited, so that walks chain without gaps.
-//   2. chain: one thread per stream follows the true tags from segment to segment: where the
-//      true position is one the segment's walk visited, it jumps to that walk's (extended)
-//      exit in one step; elsewhere it parses one tag. It records each fragment's nearest
-//      known (input, output) position before its start.
+//   2. chain: pointer jumping over the walks finds the true chain from segment to segment
+//      (a serial chain, one thread per stream, is the fallback) and places each fragment's
+//      nearest known (input, output) position before its start.
 //   3. starts: one thread per fragment walks from there to the exact start.
-//   4. decode: one warp per fragment, into shared memory, then copied out coalesced.
+//   4. decode: one warp per fragment, into shared memory, then copied out coalesced. The
+//      lanes parse 32 input bytes at once ("windowed", below); the older decode, every lane
+//      on the same tag, is kept as the ablation GPUTOK_SNAPPY_DECODE=tagwise.
 // A stream whose tags or copies cross the 64 KiB fragments (another encoder) is decoded by one
 // warp in global memory from start to end (snappy_decode_sequential_kernel): slower, exact.
 //
-// Within a warp every lane parses the same tag (loads broadcast) and the lanes copy its bytes
-// in parallel: byte i of a copy is out[op - offset + i % offset], which reads only bytes
-// earlier tags wrote, so overlapping copies need no inner loop; __syncwarp orders one tag's
-// stores before the next tag's loads.
-//
-// Performance notes (2 x H200, 32-core host, 2026-11-23, docs/benchmarks.md "Parquet pages on
-// the GPU"): one call of 10-13 MB compressed (5 pages, 300-410 fragments of the bench corpus)
-// takes 6.0-9.3 ms from launch to sync: segment walks 1.0 ms, extension 0.4-0.7, pointer
-// jumping 0.06, fragment starts 0.6-0.9, decode 3.1-5.2. A serial chain instead of the jumps
-// took 5.2-8.6 ms. A process reads 1.82 GB/s of text this way (Arrow on one core: 0.54) at
-// 0.36 CPU s per GB (Arrow: 1.84); corpus workers, 4 per GPU: 2.13 GB/s on one GPU, 3.75 on
-// two, against 3.49 / 3.89 for the Arrow path on this host, hence not the default. The decode
-// is latency-bound (~300-500 cycles per tag per warp, at most three warps per SM); lane-parallel
-// tag parsing is the next step.
+// Performance notes (H200, 2026-11-24, bench/bench_parquet.py, GPUTOK_GPU_PROFILE=1; one call
+// of 9-13 MB compressed, 5 pages, 285-414 fragments of the bench corpus; docs/benchmarks.md
+// "Snappy on the GPU, windowed"): launch to sync 2.7-4.5 ms, from 6.5-9.6 (2026-11-23):
+//   - segments of 512 bytes instead of 4 KiB: walks 1.0 -> 0.15 ms, extension 0.7 -> 0.15,
+//     fragment starts 0.7 -> 0.1 (jumps 0.06 -> 0.08); 1 KiB and 2 KiB lie between;
+//   - the windowed decode: 3.15 -> 1.49 ms for ~300 fragments (5.3 -> 2.7 for 414, two waves
+//     at three 64 KiB blocks per SM). Its first version took 1.94: the branch-free tag parse
+//     (snappy_tag_of) and one copy loop for every kind of tag halved the warp's divergence.
+//     Per warp it is still latency-bound (ncu: 7.5 cycles per issued instruction, 2 warps per
+//     SM; a call has only ~300 fragments), so decodes from different threads run at once on
+//     streams of their own (gpu_encoder.cu, SnappySlot).
+// One process (85 MB of text in 4 files): 2.4-2.9 GB/s at 0.35-0.43 CPU s per GB (Arrow on
+// one core: 0.40-0.54). Corpus workers, 4 per GPU, one H200 and its 16-core host: 2.90 GB/s
+// with the pages decoded on the GPU against 2.22 with the page reader on the CPU (58% against
+// 73% of the host busy), which is why GPU workers decode on the GPU by default ("auto").
 #include <cuda_runtime.h>
 
 #include "common.cuh"
@@ -67,15 +69,15 @@ __device__ __forceinline__ uint32_t find_job(const SnappyJob* jobs, uint32_t n_j
 
 // 1. One thread per 4 KiB input segment.
 __global__ void snappy_segments_kernel(const uint8_t* src, const SnappyJob* jobs, uint32_t n_jobs,
-                                       uint32_t n_segs, uint32_t* cum, uint32_t* seg_exit,
-                                       uint32_t* seg_total) {
+                                       uint32_t n_segs, uint32_t seg_shift, uint32_t* cum,
+                                       uint32_t* seg_exit, uint32_t* seg_total) {
   const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= n_segs) return;
   const SnappyJob job = jobs[find_job(jobs, n_jobs, g, true)];
   const uint8_t* in = src + job.src;
   const size_t n = job.src_size;
-  const size_t s = size_t(job.ip) + size_t(g - job.seg0) * kSnappySegment;
-  const size_t e = min(s + kSnappySegment, n);
+  const size_t s = size_t(job.ip) + (size_t(g - job.seg0) << seg_shift);
+  const size_t e = min(s + (size_t(1) << seg_shift), n);
   uint32_t* c = cum + job.src;  // cum is indexed like the chunk
   size_t p = s;
   uint32_t out = 0;
@@ -136,9 +138,9 @@ __global__ void snappy_extend_kernel(const uint8_t* src, const SnappyJob* jobs, 
 // fragments that start within its hop. A gap (a walk that failed, an exit no walk visited)
 // leaves the job to the serial chain (2b).
 __global__ void snappy_jump_init_kernel(const SnappyJob* jobs, uint32_t n_jobs, uint32_t n_segs,
-                                        const uint32_t* cum, const uint32_t* seg_exit,
-                                        const uint32_t* seg_total, uint32_t* jump, uint32_t* weight,
-                                        uint8_t* valid) {
+                                        uint32_t seg_shift, const uint32_t* cum,
+                                        const uint32_t* seg_exit, const uint32_t* seg_total,
+                                        uint32_t* jump, uint32_t* weight, uint8_t* valid) {
   const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= n_segs) return;
   const SnappyJob job = jobs[find_job(jobs, n_jobs, g, true)];
@@ -146,7 +148,7 @@ __global__ void snappy_jump_init_kernel(const SnappyJob* jobs, uint32_t n_jobs, 
   uint32_t next = kNone, w = 0;
   bool ok = x != kNone && x <= job.src_size;
   if (ok && x < job.src_size) {
-    const uint32_t h = job.seg0 + (x - job.ip) / kSnappySegment;
+    const uint32_t h = job.seg0 + ((x - job.ip) >> seg_shift);
     const uint32_t cx = cum[job.src + x];
     ok = cx != kNone && seg_exit[h] != kNone;
     if (ok) {
@@ -234,9 +236,9 @@ __global__ void snappy_jump_assign_kernel(const SnappyJob* jobs, uint32_t n_jobs
 // records for every fragment f the known position (frag_q[f] input, frag_op[f] output)
 // nearest before its start, hopping walk to walk where it can and parsing tags where not.
 __global__ void snappy_chain_kernel(const uint8_t* src, const SnappyJob* jobs, uint32_t n_jobs,
-                                    const uint32_t* cum, const uint32_t* seg_exit,
-                                    const uint32_t* seg_total, uint32_t* frag_q, uint32_t* frag_op,
-                                    int32_t* status) {
+                                    uint32_t seg_shift, const uint32_t* cum,
+                                    const uint32_t* seg_exit, const uint32_t* seg_total,
+                                    uint32_t* frag_q, uint32_t* frag_op, int32_t* status) {
   const uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= n_jobs || status[j] != kSnappyChainPending) return;
   const SnappyJob job = jobs[j];
@@ -248,7 +250,7 @@ __global__ void snappy_chain_kernel(const uint8_t* src, const SnappyJob* jobs, u
   uint32_t next_frag = 0;  // the first fragment whose start is not yet placed
   const uint32_t n_frags = (job.out_len + kSnappyFragment - 1) / kSnappyFragment;
   while (q < n) {
-    const uint32_t g = job.seg0 + uint32_t((q - job.ip) / kSnappySegment);
+    const uint32_t g = job.seg0 + uint32_t((q - job.ip) >> seg_shift);
     const uint32_t ex = seg_exit[g];
     size_t q2;
     uint64_t op2;
@@ -319,10 +321,10 @@ __global__ void snappy_starts_kernel(const uint8_t* src, const SnappyJob* jobs, 
 // ms instead of 3.3 (H200, 2026-11-23). The input is read through L1 instead.
 constexpr uint32_t kSnappyDecodeSmem = kSnappyFragment;
 
-__global__ void snappy_decode_fragments_kernel(const uint8_t* src, uint8_t* dst,
-                                               const SnappyJob* jobs, uint32_t n_jobs,
-                                               uint32_t n_frags, const uint32_t* frag_ip,
-                                               int32_t* status) {
+__global__ void snappy_decode_tagwise_kernel(const uint8_t* src, uint8_t* dst,
+                                             const SnappyJob* jobs, uint32_t n_jobs,
+                                             uint32_t n_frags, const uint32_t* frag_ip,
+                                             int32_t* status) {
   extern __shared__ uint8_t frag_buf[];  // the fragment's output
   const uint32_t f = blockIdx.x;
   const uint32_t lane = threadIdx.x;
@@ -380,6 +382,125 @@ __global__ void snappy_decode_fragments_kernel(const uint8_t* src, uint8_t* dst,
   for (uint32_t i = lane; i < len; i += 32) out[i] = frag_buf[i];
 }
 
+// 4b. The same, with the lanes parsing in parallel ("windowed", the default): each lane parses
+// the tag that would start at its byte of the next 32 input bytes; the true tags among them
+// are a chain from lane 0 (one shuffle per tag, not a dependent load); a prefix sum places
+// their output. Then each lane copies its own tag when that is a literal or a copy that reads
+// only bytes of earlier windows, up to kSnappyLaneBytes bytes; the rest (long tags, copies
+// reading this window's output) go one at a time across the warp, in order. A copy reads
+// only bytes before its own output, so every byte it reads is final when it runs: earlier
+// windows are complete (__syncwarp), lane copies read only those, and the in-order tags come
+// after the lane copies and after each other.
+constexpr uint32_t kSnappyLaneBytes = 16;
+
+__global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
+                                              const SnappyJob* jobs, uint32_t n_jobs,
+                                              uint32_t n_frags, const uint32_t* frag_ip,
+                                              int32_t* status) {
+  extern __shared__ uint8_t frag_buf[];  // the fragment's output
+  constexpr unsigned kAll = 0xFFFFFFFFu;
+  const uint32_t f = blockIdx.x;
+  const uint32_t lane = threadIdx.x;
+  if (f >= n_frags) return;
+  const uint32_t j = find_job(jobs, n_jobs, f, false);
+  if (status[j] != kSnappyFragmented) return;
+  const SnappyJob job = jobs[j];
+  const uint32_t k = f - job.frag0;
+  const uint32_t first = k * kSnappyFragment;
+  const uint32_t len = min(kSnappyFragment, job.out_len - first);
+  const uint8_t* in = src + job.src;
+  const uint64_t in_n = job.src_size;
+  uint64_t ip = frag_ip[f];
+  uint32_t op = 0;
+  bool ok = true;
+  while (op < len) {
+    const uint64_t p = ip + lane;
+    uint64_t w = 0;  // the 5 bytes from p: independent loads, all in flight at once
+#pragma unroll
+    for (uint32_t b = 0; b < 5; ++b)
+      if (p + b < in_n) w |= uint64_t(__ldg(in + p + b)) << (8 * b);
+    SnappyTag t;
+    const bool parsed = p < in_n && snappy_tag_of(w, in_n - p, t);
+    // Input bytes from this lane's tag to the next tag (a literal's data included); kept
+    // below 2^32 - 64 so that lane + step cannot wrap.
+    const uint32_t step =
+        parsed ? uint32_t(min(uint64_t(t.size) + (t.offset == 0 ? t.len : 0), uint64_t(1) << 31))
+               : 64;
+    const uint32_t next = lane + step;
+    uint32_t chain = 0, at = 0;  // warp-uniform: the tags on the chain, and its exit
+    while (at < 32) {
+      chain |= 1u << at;
+      at = __shfl_sync(kAll, next, at);
+    }
+    const bool on = (chain >> lane) & 1u;
+    // Output before each chain tag: an exclusive prefix sum of the lengths (each capped at
+    // 2^16 + 1, which no tag of a fragment can exceed, so the sum cannot wrap).
+    const uint32_t mine = on && parsed ? min(t.len, kSnappyFragment + 1) : 0;
+    uint32_t incl = mine;
+    for (uint32_t d = 1; d < 32; d <<= 1) {
+      const uint32_t v = __shfl_up_sync(kAll, incl, d);
+      if (lane >= d) incl += v;
+    }
+    const uint32_t at_op = op + incl - mine;  // this tag's output offset in the fragment
+    const bool live = on && at_op < len;      // on the chain and in this fragment
+    // A tag past the fragment's end, straddling it, reaching before its start, or malformed:
+    // the sequential decoder decides (it also reports corruption).
+    const bool bad = live && (!parsed || at_op + t.len > len ||
+                              (t.offset == 0 ? p + t.size + t.len > in_n : t.offset > at_op));
+    if (__ballot_sync(kAll, bad)) {
+      ok = false;
+      break;
+    }
+    const uint32_t lives = __ballot_sync(kAll, live);  // never 0: lane 0 is live
+    const uint32_t last = 31 - __clz(lives);
+    const uint32_t window_op = op;
+    op = __shfl_sync(kAll, at_op + mine, last);
+    ip += at;  // the chain's exit (used only when the fragment goes on)
+    bool later = false;
+    if (live) {
+      const uint32_t n = t.len;
+      const bool literal = t.offset == 0;
+      if (n > kSnappyLaneBytes || (!literal && at_op - t.offset + min(n, t.offset) > window_op)) {
+        later = true;  // long, or reads this window's output
+      } else {
+        // One loop for literals (from the input) and copies (from the output; generic loads):
+        // a copy that overlaps its own output (offset < length) reads, byte by byte, what
+        // this loop wrote, which repeats the pattern as snappy means. (All loads unrolled
+        // before the stores: 17% slower, H200, 2026-11-24.)
+        const uint8_t* from = literal ? in + p + t.size : frag_buf + at_op - t.offset;
+        uint8_t* to = frag_buf + at_op;
+        for (uint32_t i = 0; i < n; ++i) to[i] = from[i];
+      }
+    }
+    uint32_t todo = __ballot_sync(kAll, later);
+    const uint64_t lit_at = p + t.size;
+    __syncwarp();
+    while (todo) {
+      const uint32_t s = __ffs(todo) - 1;
+      todo &= todo - 1;
+      const uint32_t s_op = __shfl_sync(kAll, at_op, s);
+      const uint32_t s_len = __shfl_sync(kAll, t.len, s);
+      const uint32_t s_off = __shfl_sync(kAll, t.offset, s);
+      const uint64_t s_lit = __shfl_sync(kAll, (unsigned long long)lit_at, s);
+      if (s_off == 0) {
+        for (uint32_t i = lane; i < s_len; i += 32) frag_buf[s_op + i] = __ldg(in + s_lit + i);
+      } else if (s_off >= s_len) {
+        for (uint32_t i = lane; i < s_len; i += 32) frag_buf[s_op + i] = frag_buf[s_op - s_off + i];
+      } else {
+        for (uint32_t i = lane; i < s_len; i += 32)
+          frag_buf[s_op + i] = frag_buf[s_op - s_off + i % s_off];
+      }
+      __syncwarp();
+    }
+  }
+  if (!ok) {
+    if (lane == 0) status[j] = kSnappySequential;
+    return;
+  }
+  uint8_t* out = dst + job.dst + first;
+  for (uint32_t i = lane; i < len; i += 32) out[i] = frag_buf[i];
+}
+
 // The fallback: one warp decodes a whole stream in global memory, for jobs marked
 // kSnappySequential (their fragments' output, if any, is overwritten).
 __global__ void snappy_decode_sequential_kernel(const uint8_t* src, uint8_t* dst,
@@ -424,7 +545,8 @@ __global__ void snappy_decode_sequential_kernel(const uint8_t* src, uint8_t* dst
 
 int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
                             uint32_t n_jobs, uint32_t n_segs, uint32_t n_frags, uint32_t levels,
-                            const SnappyScratch& s, cudaStream_t stream, cudaEvent_t* marks) {
+                            const SnappyScratch& s, SnappyOptions o, cudaStream_t stream,
+                            cudaEvent_t* marks) {
   if (n_jobs == 0) return 0;
   constexpr uint32_t kThreads = 128;
   int mark = 0;
@@ -434,14 +556,15 @@ int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* j
   stamp();
   if (n_segs == 0) {  // only streams with no tags: the serial chain reports them
     for (int k = 0; k < 3; ++k) stamp();
-    snappy_chain_kernel<<<(n_jobs + 31) / 32, 32, 0, stream>>>(
-        src, jobs, n_jobs, s.cum, s.seg_exit, s.seg_total, s.frag_q, s.frag_op, s.status);
+    snappy_chain_kernel<<<(n_jobs + 31) / 32, 32, 0, stream>>>(src, jobs, n_jobs, o.seg_shift,
+                                                               s.cum, s.seg_exit, s.seg_total,
+                                                               s.frag_q, s.frag_op, s.status);
     GPUTOK_LAUNCHED("snappy_chain_kernel");
     for (int k = 0; k < 3; ++k) stamp();
     return 1;
   }
   snappy_segments_kernel<<<(n_segs + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-      src, jobs, n_jobs, n_segs, s.cum, s.seg_exit, s.seg_total);
+      src, jobs, n_jobs, n_segs, o.seg_shift, s.cum, s.seg_exit, s.seg_total);
   GPUTOK_LAUNCHED("snappy_segments_kernel");
   stamp();
   snappy_extend_kernel<<<(n_segs + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
@@ -450,7 +573,7 @@ int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* j
   stamp();
   const uint32_t seg_blocks = (n_segs + kThreads - 1) / kThreads;
   snappy_jump_init_kernel<<<seg_blocks, kThreads, 0, stream>>>(
-      jobs, n_jobs, n_segs, s.cum, s.seg_exit, s.seg_total, s.jump, s.weight, s.valid);
+      jobs, n_jobs, n_segs, o.seg_shift, s.cum, s.seg_exit, s.seg_total, s.jump, s.weight, s.valid);
   GPUTOK_LAUNCHED("snappy_jump_init_kernel");
   for (uint32_t r = 1; r <= levels; ++r) {
     snappy_jump_double_kernel<<<seg_blocks, kThreads, 0, stream>>>(n_segs, s.jump, s.weight,
@@ -469,8 +592,9 @@ int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* j
       s.frag_op);
   GPUTOK_LAUNCHED("snappy_jump_assign_kernel");
   stamp();
-  snappy_chain_kernel<<<(n_jobs + 31) / 32, 32, 0, stream>>>(
-      src, jobs, n_jobs, s.cum, s.seg_exit, s.seg_total, s.frag_q, s.frag_op, s.status);
+  snappy_chain_kernel<<<(n_jobs + 31) / 32, 32, 0, stream>>>(src, jobs, n_jobs, o.seg_shift, s.cum,
+                                                             s.seg_exit, s.seg_total, s.frag_q,
+                                                             s.frag_op, s.status);
   GPUTOK_LAUNCHED("snappy_chain_kernel");
   stamp();
   snappy_starts_kernel<<<(n_frags + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
@@ -479,12 +603,12 @@ int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* j
   stamp();
   // Over 48 KiB of dynamic shared memory needs the opt-in; cheap, so set on every call (the
   // attribute is per device, and an encoder may be on any).
-  GPUTOK_CUDA(cudaFuncSetAttribute(snappy_decode_fragments_kernel,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+  auto decode = o.windowed ? snappy_decode_windowed_kernel : snappy_decode_tagwise_kernel;
+  GPUTOK_CUDA(cudaFuncSetAttribute(decode, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    int(kSnappyDecodeSmem)));
-  snappy_decode_fragments_kernel<<<n_frags, 32, kSnappyDecodeSmem, stream>>>(
-      src, dst, jobs, n_jobs, n_frags, s.frag_ip, s.status);
-  GPUTOK_LAUNCHED("snappy_decode_fragments_kernel");
+  decode<<<n_frags, 32, kSnappyDecodeSmem, stream>>>(src, dst, jobs, n_jobs, n_frags, s.frag_ip,
+                                                     s.status);
+  GPUTOK_LAUNCHED(o.windowed ? "snappy_decode_windowed_kernel" : "snappy_decode_tagwise_kernel");
   stamp();
   return 7 + 2 * int(levels);
 }
