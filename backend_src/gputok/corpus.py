@@ -51,6 +51,10 @@ so the host's cores bound both (bench/corpus_stages.py, docs/benchmarks.md). Lat
 (encode_buffer_uint16, no int32 array, no host pack) took one GPU from 1.77-1.97 to 2.05-2.21
 GB/s, and gathering the shards' results in one round trip instead of one per shard (0.17 s of
 a 0.9 s run on the dev VM) to 2.25 GB/s, host cores 82% busy: 2.04-2.33x gigatoken's best.
+2026-11-24, same host, 2.7 GB in 128 shards: GPU workers decompress Parquet's snappy pages on
+their GPU (parquet_decoder "auto"; the decode ~2.2x faster per call than the day before, and
+concurrent): 3.31 GB/s, host cores 63% busy, 2.91x gigatoken's best (the page reader on the
+CPU: 2.22, 73% busy).
 """
 
 from __future__ import annotations
@@ -604,7 +608,7 @@ def read_parquet(
 # process 1.03 -> 1.09 GB/s of text, docs/benchmarks.md "Parquet pages"). The CPU reader groups
 # the same way; there it only delays a shard's first batch (one GPU's corpus run: read waits
 # 7.2 s against Arrow's 6.6, summed over shards, 2026-11-23 20:38): one row group per call on
-# the CPU is untried.
+# the CPU is untried. (Since 2026-11-24 a call takes 2.6-4.5 ms on the GPU.)
 PAGE_READER_GROUP_BYTES = 32 << 20
 # What the page reader decompresses; other codecs go to Arrow without being read twice.
 PAGE_READER_CODECS = ("SNAPPY", "UNCOMPRESSED")
