@@ -558,3 +558,28 @@ def test_gpu_decodes_run_beside_each_other_and_the_tokenizer(ref):
         tok._core.parquet_decode(chunks[1][0], "SNAPPY", 1, 0)
     tok._core.set_pool_limit(0)
     assert decode(1)
+
+
+@pytest.mark.skipif(not _ok, reason=_why)
+@pytest.mark.parametrize("decode", ["tagwise", "global", "windowed"])
+@pytest.mark.parametrize("segment", ["256", "4096"])
+def test_gpu_decode_ablations_are_exact(monkeypatch, tmp_path, decode, segment):
+    """The ablation switches (GPUTOK_SNAPPY_DECODE, GPUTOK_SNAPPY_SEGMENT; read when a GPU
+    tokenizer is made) change how the GPU decodes, never what: every tag kind, a sequential
+    stream, and pyarrow's own pages."""
+    import gputok
+
+    monkeypatch.setenv("GPUTOK_SNAPPY_DECODE", decode)
+    monkeypatch.setenv("GPUTOK_SNAPPY_SEGMENT", segment)
+    dec = gputok.gpt2(device="cuda")._core.parquet_decode
+    for seed, n in ((1, 200_000), (2, 70_000), (3, 131_072)):
+        raw, body = _snappy_tags(n, random.Random(seed))
+        pages, spans = dec(_one_value_page(raw, body), "SNAPPY", 1, 0)
+        assert bytes(pages[spans[0, 0] : spans[0, 1]]) == raw[4:]
+    test_hand_built_chunk_with_a_sequential_snappy_stream(dec)
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": _values(600, seed=5)}), p, row_group_size=600)
+    chunk, md = _chunk_of(p)
+    want = _core.parquet_decode(chunk, md.compression, md.num_values, 1)
+    got = dec(chunk, md.compression, md.num_values, 1)
+    assert bytes(got[0]) == bytes(want[0]) and (got[1] == want[1]).all()

@@ -368,7 +368,9 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
     impl->snappy.seg_shift = shift;
   }
   if (const char* sd = std::getenv("GPUTOK_SNAPPY_DECODE"); sd && *sd)
-    impl->snappy.windowed = std::strcmp(sd, "tagwise") != 0;
+    impl->snappy.decode = std::strcmp(sd, "tagwise") == 0  ? SnappyDecode::kTagwise
+                          : std::strcmp(sd, "global") == 0 ? SnappyDecode::kGlobal
+                                                           : SnappyDecode::kWindowed;
   if (const char* fm = std::getenv("GPUTOK_GPU_FUSED_MAX"); fm && *fm)
     impl->fused_max = uint32_t(std::strtoul(fm, nullptr, 10));
   // One block per SM: grid barriers over 132 blocks cost less than over the ~4 per SM that
@@ -598,8 +600,10 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
                  "segments %.0f us, extend %.0f, jump %.0f, serial chain %.0f, starts %.0f, "
                  "decode (%s) %.0f; launch to sync %.0f us\n",
                  size, out_size, n_jobs, n_segs, 1u << seg_shift, n_frags,
-                 I.snappy.windowed ? "windowed" : "tagwise", k[0] * 1e3, k[1] * 1e3, k[2] * 1e3,
-                 k[3] * 1e3, k[4] * 1e3, k[5] * 1e3,
+                 I.snappy.decode == SnappyDecode::kWindowed ? "windowed"
+                 : I.snappy.decode == SnappyDecode::kGlobal ? "global"
+                                                            : "tagwise",
+                 k[0] * 1e3, k[1] * 1e3, k[2] * 1e3, k[3] * 1e3, k[4] * 1e3, k[5] * 1e3,
                  std::chrono::duration<double, std::micro>(t_sync - t_in).count());
   }
   for (uint32_t j = 0; j < n_jobs; ++j)

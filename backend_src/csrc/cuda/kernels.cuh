@@ -160,9 +160,12 @@ inline uint32_t snappy_jump_levels(uint32_t segments) {
 }
 // How the streams are cut and decoded; the defaults are the measured best, the environment
 // overrides them for ablations (gpu_encoder.cu: GPUTOK_SNAPPY_SEGMENT, GPUTOK_SNAPPY_DECODE).
+// The fragment decode: lanes parse 32 bytes at once into shared memory (windowed), the same
+// straight into the output (global), or every lane on one tag at a time (tagwise).
+enum class SnappyDecode { kWindowed, kGlobal, kTagwise };
 struct SnappyOptions {
   uint32_t seg_shift = kSnappySegmentShift;  // input segment of the walks: 2^seg_shift bytes
-  bool windowed = true;  // decode: lanes parse 32 bytes at once (false: one tag at a time)
+  SnappyDecode decode = SnappyDecode::kWindowed;
 };
 int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
                             uint32_t n_jobs, uint32_t n_segs, uint32_t n_frags, uint32_t levels,

@@ -21,7 +21,8 @@
 //   3. starts: one thread per fragment walks from there to the exact start.
 //   4. decode: one warp per fragment, into shared memory, then copied out coalesced. The
 //      lanes parse 32 input bytes at once ("windowed", below); the older decode, every lane
-//      on the same tag, is kept as the ablation GPUTOK_SNAPPY_DECODE=tagwise.
+//      on the same tag, and one straight into the output are kept as the ablations
+//      GPUTOK_SNAPPY_DECODE=tagwise and =global.
 // A stream whose tags or copies cross the 64 KiB fragments (another encoder) is decoded by one
 // warp in global memory from start to end (snappy_decode_sequential_kernel): slower, exact.
 //
@@ -35,7 +36,9 @@
 //     (snappy_tag_of) and one copy loop for every kind of tag halved the warp's divergence.
 //     Per warp it is still latency-bound (ncu: 7.5 cycles per issued instruction, 2 warps per
 //     SM; a call has only ~300 fragments), so decodes from different threads run at once on
-//     streams of their own (gpu_encoder.cu, SnappySlot).
+//     streams of their own (gpu_encoder.cu, SnappySlot). Decoding straight into the output
+//     instead of shared memory (GPUTOK_SNAPPY_DECODE=global: no limit of 3 blocks an SM)
+//     made a fragment slower (1.9 ms for ~300) and the corpus the same (3.46 vs 3.41 GB/s).
 // One process (85 MB of text in 4 files): 2.4-2.9 GB/s at 0.35-0.43 CPU s per GB (Arrow on
 // one core: 0.40-0.54). Corpus workers, 4 per GPU, one H200 and its 16-core host: 2.90 GB/s
 // with the pages decoded on the GPU against 2.22 with the page reader on the CPU (58% against
@@ -393,11 +396,12 @@ __global__ void snappy_decode_tagwise_kernel(const uint8_t* src, uint8_t* dst,
 // after the lane copies and after each other.
 constexpr uint32_t kSnappyLaneBytes = 16;
 
+template <bool kInShared>
 __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
                                               const SnappyJob* jobs, uint32_t n_jobs,
                                               uint32_t n_frags, const uint32_t* frag_ip,
                                               int32_t* status) {
-  extern __shared__ uint8_t frag_buf[];  // the fragment's output
+  extern __shared__ uint8_t frag_smem[];
   constexpr unsigned kAll = 0xFFFFFFFFu;
   const uint32_t f = blockIdx.x;
   const uint32_t lane = threadIdx.x;
@@ -410,6 +414,10 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
   const uint32_t len = min(kSnappyFragment, job.out_len - first);
   const uint8_t* in = src + job.src;
   const uint64_t in_n = job.src_size;
+  // The fragment's output: in shared memory (64 KiB a block, so 3 blocks an SM), or straight
+  // in the pages' buffer, where copies read it back through L1/L2 but any number of
+  // fragments decode at once (GPUTOK_SNAPPY_DECODE=global).
+  uint8_t* frag_buf = kInShared ? frag_smem : dst + job.dst + first;
   uint64_t ip = frag_ip[f];
   uint32_t op = 0;
   bool ok = true;
@@ -497,8 +505,10 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
     if (lane == 0) status[j] = kSnappySequential;
     return;
   }
-  uint8_t* out = dst + job.dst + first;
-  for (uint32_t i = lane; i < len; i += 32) out[i] = frag_buf[i];
+  if (kInShared) {
+    uint8_t* out = dst + job.dst + first;
+    for (uint32_t i = lane; i < len; i += 32) out[i] = frag_buf[i];
+  }
 }
 
 // The fallback: one warp decodes a whole stream in global memory, for jobs marked
@@ -603,12 +613,20 @@ int launch_snappy_fragments(const uint8_t* src, uint8_t* dst, const SnappyJob* j
   stamp();
   // Over 48 KiB of dynamic shared memory needs the opt-in; cheap, so set on every call (the
   // attribute is per device, and an encoder may be on any).
-  auto decode = o.windowed ? snappy_decode_windowed_kernel : snappy_decode_tagwise_kernel;
-  GPUTOK_CUDA(cudaFuncSetAttribute(decode, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   int(kSnappyDecodeSmem)));
-  decode<<<n_frags, 32, kSnappyDecodeSmem, stream>>>(src, dst, jobs, n_jobs, n_frags, s.frag_ip,
-                                                     s.status);
-  GPUTOK_LAUNCHED(o.windowed ? "snappy_decode_windowed_kernel" : "snappy_decode_tagwise_kernel");
+  if (o.decode == SnappyDecode::kGlobal) {
+    snappy_decode_windowed_kernel<false>
+        <<<n_frags, 32, 0, stream>>>(src, dst, jobs, n_jobs, n_frags, s.frag_ip, s.status);
+    GPUTOK_LAUNCHED("snappy_decode_windowed_kernel<global>");
+  } else {
+    auto decode = o.decode == SnappyDecode::kWindowed ? snappy_decode_windowed_kernel<true>
+                                                      : snappy_decode_tagwise_kernel;
+    GPUTOK_CUDA(cudaFuncSetAttribute(decode, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(kSnappyDecodeSmem)));
+    decode<<<n_frags, 32, kSnappyDecodeSmem, stream>>>(src, dst, jobs, n_jobs, n_frags, s.frag_ip,
+                                                       s.status);
+    GPUTOK_LAUNCHED(o.decode == SnappyDecode::kWindowed ? "snappy_decode_windowed_kernel"
+                                                        : "snappy_decode_tagwise_kernel");
+  }
   stamp();
   return 7 + 2 * int(levels);
 }
