@@ -318,6 +318,30 @@ __global__ void snappy_starts_kernel(const uint8_t* src, const SnappyJob* jobs, 
   frag_ip[f] = uint32_t(q);
 }
 
+// Fragment f of the call: its job's index, its input and its output range (out, len). False
+// when f is past the end or its job is not decoded by fragments (corrupt, or left to the
+// sequential kernel).
+struct FragmentOf {
+  uint32_t j, len;
+  const uint8_t* in;  // the job's snappy stream, in_n bytes
+  uint64_t in_n;
+  uint8_t* out;  // where the fragment's output goes
+};
+__device__ __forceinline__ bool fragment_of(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
+                                            uint32_t n_jobs, uint32_t n_frags,
+                                            const int32_t* status, uint32_t f, FragmentOf& fr) {
+  if (f >= n_frags) return false;
+  fr.j = find_job(jobs, n_jobs, f, false);
+  if (status[fr.j] != kSnappyFragmented) return false;
+  const SnappyJob job = jobs[fr.j];
+  const uint32_t first = (f - job.frag0) * kSnappyFragment;
+  fr.len = min(kSnappyFragment, job.out_len - first);
+  fr.in = src + job.src;
+  fr.in_n = job.src_size;
+  fr.out = dst + job.dst + first;
+  return true;
+}
+
 // 4. One warp per fragment, decoded in shared memory. Staging the fragment's compressed bytes
 // in shared memory too (44 KiB) made a wave of fragments 3.3 -> 2.6 ms, but
 // two blocks fit an SM instead of three, so a call of 300-400 fragments took two waves: 5.0
@@ -331,16 +355,9 @@ __global__ void snappy_decode_tagwise_kernel(const uint8_t* src, uint8_t* dst,
   extern __shared__ uint8_t frag_buf[];  // the fragment's output
   const uint32_t f = blockIdx.x;
   const uint32_t lane = threadIdx.x;
-  if (f >= n_frags) return;
-  const uint32_t j = find_job(jobs, n_jobs, f, false);
-  if (status[j] != kSnappyFragmented) return;
-  const SnappyJob job = jobs[j];
-  const size_t n = job.src_size;
-  const uint32_t k = f - job.frag0;
-  const uint32_t first = k * kSnappyFragment;
-  const uint32_t len = min(kSnappyFragment, job.out_len - first);
-  const uint8_t* in = src + job.src;
-  const size_t in_n = n;
+  FragmentOf fr;
+  if (!fragment_of(src, dst, jobs, n_jobs, n_frags, status, f, fr)) return;
+  const uint8_t* in = fr.in;
   size_t ip = frag_ip[f];
   uint32_t op = 0;
   bool ok = true;
@@ -348,6 +365,8 @@ __global__ void snappy_decode_tagwise_kernel(const uint8_t* src, uint8_t* dst,
   // overlap the copy's instead of waiting behind them (one warp per SM partition hides no
   // latency otherwise).
   SnappyTag t;
+  const size_t in_n = fr.in_n;
+  const uint32_t len = fr.len;
   bool have = len > 0 && ip < in_n && snappy_tag(in, ip, in_n, t);
   while (op < len) {
     if (!have || op + t.len > len || (t.offset == 0 && ip + t.size + uint64_t(t.len) > in_n) ||
@@ -378,11 +397,10 @@ __global__ void snappy_decode_tagwise_kernel(const uint8_t* src, uint8_t* dst,
     __syncwarp();
   }
   if (!ok) {
-    if (lane == 0) status[j] = kSnappySequential;
+    if (lane == 0) status[fr.j] = kSnappySequential;
     return;
   }
-  uint8_t* out = dst + job.dst + first;
-  for (uint32_t i = lane; i < len; i += 32) out[i] = frag_buf[i];
+  for (uint32_t i = lane; i < len; i += 32) fr.out[i] = frag_buf[i];
 }
 
 // 4b. The same, with the lanes parsing in parallel ("windowed", the default): each lane parses
@@ -405,19 +423,15 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
   constexpr unsigned kAll = 0xFFFFFFFFu;
   const uint32_t f = blockIdx.x;
   const uint32_t lane = threadIdx.x;
-  if (f >= n_frags) return;
-  const uint32_t j = find_job(jobs, n_jobs, f, false);
-  if (status[j] != kSnappyFragmented) return;
-  const SnappyJob job = jobs[j];
-  const uint32_t k = f - job.frag0;
-  const uint32_t first = k * kSnappyFragment;
-  const uint32_t len = min(kSnappyFragment, job.out_len - first);
-  const uint8_t* in = src + job.src;
-  const uint64_t in_n = job.src_size;
+  FragmentOf fr;
+  if (!fragment_of(src, dst, jobs, n_jobs, n_frags, status, f, fr)) return;
+  const uint8_t* in = fr.in;
+  const uint64_t in_n = fr.in_n;
   // The fragment's output: in shared memory (64 KiB a block, so 3 blocks an SM), or straight
   // in the pages' buffer, where copies read it back through L1/L2 but any number of
   // fragments decode at once (GPUTOK_SNAPPY_DECODE=global).
-  uint8_t* frag_buf = kInShared ? frag_smem : dst + job.dst + first;
+  uint8_t* frag_buf = kInShared ? frag_smem : fr.out;
+  const uint32_t len = fr.len;
   uint64_t ip = frag_ip[f];
   uint32_t op = 0;
   bool ok = true;
@@ -502,13 +516,11 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
     }
   }
   if (!ok) {
-    if (lane == 0) status[j] = kSnappySequential;
+    if (lane == 0) status[fr.j] = kSnappySequential;
     return;
   }
-  if (kInShared) {
-    uint8_t* out = dst + job.dst + first;
-    for (uint32_t i = lane; i < len; i += 32) out[i] = frag_buf[i];
-  }
+  if (kInShared)
+    for (uint32_t i = lane; i < len; i += 32) fr.out[i] = frag_buf[i];
 }
 
 // The fallback: one warp decodes a whole stream in global memory, for jobs marked
