@@ -91,7 +91,9 @@ struct GpuCounters {
 
 struct GpuOptions {
   int device_id = 0;
-  size_t pool_limit_bytes = 0;  // 0 = no cap beyond the device's memory
+  // 0 = no cap beyond the device's memory; else the cap of each pool: the encoder's and each of
+  // decompress_pages' slots (up to 4 decodes at once)
+  size_t pool_limit_bytes = 0;
   bool gpu_pretokenize = true;  // false: pieces found on the CPU, merges on the GPU
   // Calls with fewer bytes of text than this run on the CPU path (Encoder::encode_batch_gpu):
   // a few hundred tokens take ~15 us there and ~55 us through a launch, copies and a sync.

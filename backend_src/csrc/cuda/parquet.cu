@@ -441,7 +441,7 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
 #pragma unroll
     for (uint32_t b = 0; b < 5; ++b)
       if (p + b < in_n) w |= uint64_t(__ldg(in + p + b)) << (8 * b);
-    SnappyTag t;
+    SnappyTag t{};
     const bool parsed = p < in_n && snappy_tag_of(w, in_n - p, t);
     // Input bytes from this lane's tag to the next tag (a literal's data included); kept
     // below 2^32 - 64 so that lane + step cannot wrap.
