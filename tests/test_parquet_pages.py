@@ -583,3 +583,38 @@ def test_gpu_decode_ablations_are_exact(monkeypatch, tmp_path, decode, segment):
     want = _core.parquet_decode(chunk, md.compression, md.num_values, 1)
     got = dec(chunk, md.compression, md.num_values, 1)
     assert bytes(got[0]) == bytes(want[0]) and (got[1] == want[1]).all()
+
+
+def test_a_gpu_short_of_memory_decodes_on_the_cpu(tmp_path):
+    """A GPU decoder that raises DeviceMemoryError (the device is full, or under a pool limit)
+    costs the run nothing: those row groups are decoded on the CPU and the documents are
+    Arrow's. Any other decoder error still propagates."""
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": _values(400, seed=7)}), p, row_group_size=100)
+    calls = []
+
+    def full_gpu(*a):
+        calls.append(1)
+        raise _core.DeviceMemoryError("cudaMalloc of 1 bytes failed: out of memory")
+
+    want = [v.encode() for v in pq.read_table(p).column("text").to_pylist()]  # Arrow's
+    assert _read(p, _core.parquet_decode) == want
+    assert _read(p, full_gpu) == want and calls
+
+    def broken(*a):
+        raise RuntimeError("not a memory error")
+
+    with pytest.raises(RuntimeError, match="not a memory error"):
+        _read(p, broken)
+
+
+@pytest.mark.skipif(not _ok, reason=_why)
+def test_a_gpu_pool_limit_below_the_row_groups_decodes_on_the_cpu(tmp_path):
+    import gputok
+
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": _values(400, seed=7)}), p, row_group_size=100)
+    tok = gputok.gpt2(device="cuda", pool_limit_bytes=1 << 16)
+    dec = C._parquet_decoder("auto", tok)
+    assert dec == tok._core.parquet_decode
+    assert _read(p, dec) == _read(p, _core.parquet_decode)

@@ -664,7 +664,14 @@ def _decode_row_groups(f, chunks: list, max_def: int, decoder: Callable, path: s
     except OSError as e:
         raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
     try:
-        return decoder(buf, chunks[0].compression, 0, max_def, refs)
+        try:
+            return decoder(buf, chunks[0].compression, 0, max_def, refs)
+        except _core.DeviceMemoryError:
+            if decoder is _core.parquet_decode:
+                raise
+            # The GPU is short of memory (other work on it, or a pool_limit below these row
+            # groups): decode them on the CPU rather than fail the shard.
+            return _core.parquet_decode(buf, chunks[0].compression, 0, max_def, refs)
     except _core.ParquetNull as e:
         raise CorpusInputError(
             f"{path}: row {row0 + int(e.args[1])}: column {chunks[0].path_in_schema!r} is "
