@@ -28,21 +28,26 @@
 //
 // Performance notes (H200, 2026-11-24, bench/bench_parquet.py, GPUTOK_GPU_PROFILE=1; one call
 // of 9-13 MB compressed, 5 pages, 285-414 fragments of the bench corpus; docs/benchmarks.md
-// "Snappy on the GPU, windowed"): launch to sync 2.7-4.5 ms, from 6.5-9.6 (2026-11-23):
+// "snappy on the GPU, windowed and concurrent"): launch to sync 2.6-3.8 ms, from 6.5-9.6
+// (2026-11-23):
 //   - segments of 512 bytes instead of 4 KiB: walks 1.0 -> 0.15 ms, extension 0.7 -> 0.15,
 //     fragment starts 0.7 -> 0.1 (jumps 0.06 -> 0.08); 1 KiB and 2 KiB lie between;
-//   - the windowed decode: 3.15 -> 1.49 ms for ~300 fragments (5.3 -> 2.7 for 414, two waves
-//     at three 64 KiB blocks per SM). Its first version took 1.94: the branch-free tag parse
-//     (snappy_tag_of) and one copy loop for every kind of tag halved the warp's divergence.
+//   - the windowed decode: 3.15 -> 1.25-1.29 ms for ~300 fragments (5.3 -> 2.3 for 414, two
+//     waves at three 64 KiB blocks per SM). Its first version took 1.94: the branch-free tag
+//     parse (snappy_tag_of) and one copy path for every kind of tag halved the warp's
+//     divergence (1.49); output offsets summed during the chain walk and unrolled lane copies
+//     took it to 1.25-1.29.
 //     Per warp it is still latency-bound (ncu: 7.5 cycles per issued instruction, 2 warps per
 //     SM; a call has only ~300 fragments), so decodes from different threads run at once on
 //     streams of their own (gpu_encoder.cu, SnappySlot). Decoding straight into the output
 //     instead of shared memory (GPUTOK_SNAPPY_DECODE=global: no limit of 3 blocks an SM)
-//     made a fragment slower (1.9 ms for ~300) and the corpus the same (3.46 vs 3.41 GB/s).
+//     made a fragment slower (1.9 ms for ~300 against 1.5, before the last two changes) and the
+//     corpus the same (3.46 vs 3.41 GB/s).
 // One process (85 MB of text in 4 files): 2.4-2.9 GB/s at 0.35-0.43 CPU s per GB (Arrow on
-// one core: 0.40-0.54). Corpus workers, 4 per GPU, one H200 and its 16-core host: 2.90 GB/s
-// with the pages decoded on the GPU against 2.22 with the page reader on the CPU (58% against
-// 73% of the host busy), which is why GPU workers decode on the GPU by default ("auto").
+// one core: 0.40-0.54). Corpus workers, 4 per GPU, one H200 and its 16-core host, 2.7 GB in 128
+// shards: 3.31-3.46 GB/s with the pages decoded on the GPU against 2.22-2.34 with the page
+// reader on the CPU (61-67% against 73% of the host busy), which is why GPU workers decode on
+// the GPU by default ("auto"). The GPU is then the bound.
 #include <cuda_runtime.h>
 
 #include "common.cuh"
@@ -450,22 +455,23 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
         parsed ? uint32_t(min(uint64_t(t.size) + (t.offset == 0 ? t.len : 0), uint64_t(1) << 31))
                : 64;
     const uint32_t next = lane + step;
-    uint32_t chain = 0, at = 0;  // warp-uniform: the tags on the chain, and its exit
+    // The chain from lane 0, one shuffle per tag, warp-uniform: its tags (`chain`), its exit
+    // (`at`), and each tag's output offset in the fragment as it goes (`acc`; each length
+    // capped at 2^16 + 1, which no tag of a fragment can exceed, so the sum cannot wrap).
+    // (A prefix sum after the walk instead: 7% slower decode, H200, 2026-11-24.)
+    const uint32_t cap = parsed ? min(t.len, kSnappyFragment + 1) : 0;
+    uint32_t chain = 0, at = 0, acc = op, my_op = 0;
     while (at < 32) {
       chain |= 1u << at;
-      at = __shfl_sync(kAll, next, at);
+      const uint32_t nx = __shfl_sync(kAll, next, at);
+      const uint32_t ln = __shfl_sync(kAll, cap, at);
+      if (lane == at) my_op = acc;
+      acc += ln;
+      at = nx;
     }
     const bool on = (chain >> lane) & 1u;
-    // Output before each chain tag: an exclusive prefix sum of the lengths (each capped at
-    // 2^16 + 1, which no tag of a fragment can exceed, so the sum cannot wrap).
-    const uint32_t mine = on && parsed ? min(t.len, kSnappyFragment + 1) : 0;
-    uint32_t incl = mine;
-    for (uint32_t d = 1; d < 32; d <<= 1) {
-      const uint32_t v = __shfl_up_sync(kAll, incl, d);
-      if (lane >= d) incl += v;
-    }
-    const uint32_t at_op = op + incl - mine;  // this tag's output offset in the fragment
-    const bool live = on && at_op < len;      // on the chain and in this fragment
+    const uint32_t at_op = my_op;         // this tag's output offset in the fragment
+    const bool live = on && at_op < len;  // on the chain and in this fragment
     // A tag past the fragment's end, straddling it, reaching before its start, or malformed:
     // the sequential decoder decides (it also reports corruption).
     const bool bad = live && (!parsed || at_op + t.len > len ||
@@ -474,10 +480,10 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
       ok = false;
       break;
     }
-    const uint32_t lives = __ballot_sync(kAll, live);  // never 0: lane 0 is live
-    const uint32_t last = 31 - __clz(lives);
     const uint32_t window_op = op;
-    op = __shfl_sync(kAll, at_op + mine, last);
+    // The live tags are a prefix of the chain, and one past the end starts where the last live
+    // one ends (else that one straddles the end: bad), so the window's output ends at:
+    op = min(acc, len);
     ip += at;  // the chain's exit (used only when the fragment goes on)
     bool later = false;
     if (live) {
@@ -486,13 +492,24 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
       if (n > kSnappyLaneBytes || (!literal && at_op - t.offset + min(n, t.offset) > window_op)) {
         later = true;  // long, or reads this window's output
       } else {
-        // One loop for literals (from the input) and copies (from the output; generic loads):
-        // a copy that overlaps its own output (offset < length) reads, byte by byte, what
-        // this loop wrote, which repeats the pattern as snappy means. (All loads unrolled
-        // before the stores: 17% slower, H200, 2026-11-24.)
+        // One pointer for literals (the input) and copies (the output), through generic
+        // loads. No overlap: all loads, then all stores, unrolled, so one load latency
+        // instead of n (8% faster decode than a byte loop; loading literal and copy bytes by
+        // separate paths was 17% slower; H200, 2026-11-24). A copy that overlaps its own
+        // output (offset < length) goes byte by byte, reading what the loop wrote, which
+        // repeats the pattern as snappy means.
         const uint8_t* from = literal ? in + p + t.size : frag_buf + at_op - t.offset;
         uint8_t* to = frag_buf + at_op;
-        for (uint32_t i = 0; i < n; ++i) to[i] = from[i];
+        if (literal || t.offset >= n) {
+          uint8_t b[kSnappyLaneBytes];
+#pragma unroll
+          for (uint32_t i = 0; i < kSnappyLaneBytes; ++i) b[i] = i < n ? from[i] : 0;
+#pragma unroll
+          for (uint32_t i = 0; i < kSnappyLaneBytes; ++i)
+            if (i < n) to[i] = b[i];
+        } else {
+          for (uint32_t i = 0; i < n; ++i) to[i] = from[i];
+        }
       }
     }
     uint32_t todo = __ballot_sync(kAll, later);
