@@ -66,9 +66,13 @@ def main() -> int:
         ap.error(f"unknown decoders: {sorted(unknown)}")
     decoders = [("cpu pages", _core.parquet_decode)] * ("cpu" in wanted)
     decoders += [("arrow", None)] * ("arrow" in wanted)
-    if "gpu" in wanted and gputok.cuda_available()[0]:
-        tok = gputok.gpt2(device="cuda", blocking_sync=True)
-        decoders.insert(0, ("gpu pages", tok._core.parquet_decode))
+    if "gpu" in wanted:
+        ok, why = gputok.cuda_available()
+        if ok:
+            tok = gputok.gpt2(device="cuda", blocking_sync=True)
+            decoders.insert(0, ("gpu pages", tok._core.parquet_decode))
+        else:
+            print(f"gpu pages: skipped ({why})", flush=True)
     for name, dec in decoders:
         best, cpu = float("inf"), float("inf")
         for _ in range(args.repeat):
