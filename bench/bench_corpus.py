@@ -212,6 +212,11 @@ class HostCpu:
         return (b[0] - self.a[0]) / (b[1] - self.a[1])
 
 
+def _decoder(r: dict) -> str:
+    """A gputok result's Parquet decoder (results from before the setting: the page reader)."""
+    return r.get("parquet_decoder", "gputok")
+
+
 def _pct(x) -> str:
     return "–" if x is None else f"{100 * x:.0f}%"
 
@@ -482,13 +487,13 @@ def markdown(rep: dict) -> tuple[str, str]:
                 (x.get("gpus"), x.get("workers_per_gpu")) == (1, r.get("workers_per_gpu"))
                 or (not r.get("gpus") and x["workers"] == 1)
             )
-            and x.get("parquet_decoder", "gputok") == r.get("parquet_decoder", "gputok")
+            and _decoder(x) == _decoder(r)
         ]
         one = base[0] if base else None
         vs1 = f"{r['GBps'] / one:.2f}×" if one else "–"
         who = f"{r['gpus']} GPU × {r['workers_per_gpu']}" if r.get("gpus") else str(r["workers"])
-        if r.get("parquet_decoder", "gputok") != "auto":
-            who += f", Parquet by {r.get('parquet_decoder', 'gputok')}"
+        if _decoder(r) != "auto":
+            who += f", Parquet by {_decoder(r)}"
         lines.append(
             f"| **gputok corpus**{ok} | {who} | {'/'.join(r['devices'])} | "
             f"{r['threads_per_worker']} | {r['threads']} | {r['min_batch_mb']:g} | "
@@ -501,11 +506,7 @@ def markdown(rep: dict) -> tuple[str, str]:
             f"gigatoken's best here is {best_g:.3f} GB/s (Dask); per GPU against it: "
             + ", ".join(
                 f"{r['gpus']} GPU × {r['workers_per_gpu']}"
-                + (
-                    f" ({r.get('parquet_decoder', 'gputok')})"
-                    if r.get("parquet_decoder", "gputok") != "auto"
-                    else ""
-                )
+                + (f" ({_decoder(r)})" if _decoder(r) != "auto" else "")
                 + f": {r['GBps'] / max(1, r['gpus']) / best_g:.2f}×"
                 for r in rep["gputok"]
                 if r.get("gpus")

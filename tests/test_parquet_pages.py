@@ -470,6 +470,13 @@ def _one_value_page(raw: bytes, body: bytes) -> bytes:
     return _page_header(0, len(raw), len(body), inner) + body
 
 
+def _one_value(decoder, chunk: bytes) -> bytes:
+    """The one value of a chunk made by _one_value_page, as ``decoder`` reads it."""
+    pages, spans = decoder(chunk, "SNAPPY", 1, 0)
+    assert spans.shape == (1, 2)
+    return bytes(pages[spans[0, 0] : spans[0, 1]])
+
+
 @pytest.mark.parametrize("decoder", DECODERS)
 @pytest.mark.parametrize(
     "seed,n,weights",
@@ -483,9 +490,8 @@ def _one_value_page(raw: bytes, body: bytes) -> bytes:
 )
 def test_snappy_every_tag_kind(decoder, seed, n, weights):
     raw, body = _snappy_tags(n, random.Random(seed), weights)
-    pages, spans = decoder(_one_value_page(raw, body), "SNAPPY", 1, 0)
-    assert spans.shape == (1, 2) and len(raw) > 4
-    assert bytes(pages[spans[0, 0] : spans[0, 1]]) == raw[4:]
+    assert len(raw) > 4
+    assert _one_value(decoder, _one_value_page(raw, body)) == raw[4:]
 
 
 @pytest.mark.parametrize("decoder", DECODERS)
@@ -497,8 +503,7 @@ def test_snappy_every_tag_kind(decoder, seed, n, weights):
 )
 def test_property_snappy_streams_decode_exactly(decoder, seed, n, weights):
     raw, body = _snappy_tags(n, random.Random(seed), weights)
-    pages, spans = decoder(_one_value_page(raw, body), "SNAPPY", 1, 0)
-    assert len(raw) == n and bytes(pages[spans[0, 0] : spans[0, 1]]) == raw[4:]
+    assert len(raw) == n and _one_value(decoder, _one_value_page(raw, body)) == raw[4:]
 
 
 @pytest.mark.parametrize("decoder", DECODERS)
@@ -507,8 +512,7 @@ def test_regression_snappy_copy_with_offset_zero_is_corrupt(decoder):
     the stream decoded to garbage instead of failing as snappy itself fails it."""
     raw = (12).to_bytes(4, "little") + b"abcdabcdabcd"
     good = _varint(16) + bytes([7 << 2]) + raw[:8] + bytes([((8 - 4) << 2) | 1, 4])
-    pages, spans = decoder(_one_value_page(raw, good), "SNAPPY", 1, 0)
-    assert bytes(pages[spans[0, 0] : spans[0, 1]]) == raw[4:]
+    assert _one_value(decoder, _one_value_page(raw, good)) == raw[4:]
     for tag in (
         bytes([((8 - 4) << 2) | 1, 0]),  # kind 1
         bytes([((8 - 1) << 2) | 2, 0, 0]),  # kind 2
@@ -517,7 +521,7 @@ def test_regression_snappy_copy_with_offset_zero_is_corrupt(decoder):
         # 8 more bytes: read as a literal, the copy would have yielded 16 bytes, no error
         bad = _varint(16) + bytes([7 << 2]) + raw[:8] + tag + b"abcdabcd"
         with pytest.raises(_core.ParquetCorrupt):
-            decoder(_one_value_page(raw, bad), "SNAPPY", 1, 0)
+            _one_value(decoder, _one_value_page(raw, bad))
 
 
 @pytest.mark.skipif(not _ok, reason=_why)
@@ -539,8 +543,7 @@ def test_gpu_decodes_run_beside_each_other_and_the_tokenizer(ref):
 
     def decode(k):
         chunk, want = chunks[k % len(chunks)]
-        pages, spans = tok._core.parquet_decode(chunk, "SNAPPY", 1, 0)
-        return bytes(pages[spans[0, 0] : spans[0, 1]]) == want
+        return _one_value(tok._core.parquet_decode, chunk) == want
 
     def encode(k):
         return tok.encode_batch(texts, disallowed_special=()) == want_ids
@@ -555,7 +558,7 @@ def test_gpu_decodes_run_beside_each_other_and_the_tokenizer(ref):
     assert after["pinned_allocs"] - warm["pinned_allocs"] <= 8
     tok._core.set_pool_limit(1 << 20)
     with pytest.raises(gputok.DeviceMemoryError):
-        tok._core.parquet_decode(chunks[1][0], "SNAPPY", 1, 0)
+        _one_value(tok._core.parquet_decode, chunks[1][0])
     tok._core.set_pool_limit(0)
     assert decode(1)
 
@@ -574,8 +577,7 @@ def test_gpu_decode_ablations_are_exact(monkeypatch, tmp_path, decode, segment):
     dec = gputok.gpt2(device="cuda")._core.parquet_decode
     for seed, n in ((1, 200_000), (2, 70_000), (3, 131_072)):
         raw, body = _snappy_tags(n, random.Random(seed))
-        pages, spans = dec(_one_value_page(raw, body), "SNAPPY", 1, 0)
-        assert bytes(pages[spans[0, 0] : spans[0, 1]]) == raw[4:]
+        assert _one_value(dec, _one_value_page(raw, body)) == raw[4:]
     test_hand_built_chunk_with_a_sequential_snappy_stream(dec)
     p = tmp_path / "a.parquet"
     pq.write_table(pa.table({"text": _values(600, seed=5)}), p, row_group_size=600)

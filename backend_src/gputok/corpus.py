@@ -52,9 +52,9 @@ so the host's cores bound both (bench/corpus_stages.py, docs/benchmarks.md). Lat
 GB/s, and gathering the shards' results in one round trip instead of one per shard (0.17 s of
 a 0.9 s run on the dev VM) to 2.25 GB/s, host cores 82% busy: 2.04-2.33x gigatoken's best.
 2026-11-24, same host, 2.7 GB in 128 shards: GPU workers decompress Parquet's snappy pages on
-their GPU (parquet_decoder "auto"; the decode ~2.2x faster per call than the day before, and
-concurrent): 3.31 GB/s, host cores 63% busy, 2.91x gigatoken's best (the page reader on the
-CPU: 2.22, 73% busy).
+their GPU (parquet_decoder "auto"; the decode ~2.5x faster per call than the day before, and
+concurrent): 3.31-3.46 GB/s, host cores 61-67% busy, 2.91-3.42x gigatoken's best (the page
+reader on the CPU: 2.22-2.34, 73% busy).
 """
 
 from __future__ import annotations
@@ -608,7 +608,7 @@ def read_parquet(
 # process 1.03 -> 1.09 GB/s of text, docs/benchmarks.md "Parquet pages"). The CPU reader groups
 # the same way; there it only delays a shard's first batch (one GPU's corpus run: read waits
 # 7.2 s against Arrow's 6.6, summed over shards, 2026-11-23 20:38): one row group per call on
-# the CPU is untried. (Since 2026-11-24 a call takes 2.6-4.5 ms on the GPU.)
+# the CPU is untried. (Since 2026-11-24 a call takes 2.6-3.8 ms on the GPU.)
 PAGE_READER_GROUP_BYTES = 32 << 20
 # What the page reader decompresses; other codecs go to Arrow without being read twice.
 PAGE_READER_CODECS = ("SNAPPY", "UNCOMPRESSED")
@@ -663,15 +663,16 @@ def _decode_row_groups(f, chunks: list, max_def: int, decoder: Callable, path: s
                 return None
     except OSError as e:
         raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
+    args = (buf, chunks[0].compression, 0, max_def, refs)
     try:
         try:
-            return decoder(buf, chunks[0].compression, 0, max_def, refs)
+            return decoder(*args)
         except _core.DeviceMemoryError:
             if decoder is _core.parquet_decode:
                 raise
             # The GPU is short of memory (other work on it, or a pool_limit below these row
             # groups): decode them on the CPU rather than fail the shard.
-            return _core.parquet_decode(buf, chunks[0].compression, 0, max_def, refs)
+            return _core.parquet_decode(*args)
     except _core.ParquetNull as e:
         raise CorpusInputError(
             f"{path}: row {row0 + int(e.args[1])}: column {chunks[0].path_in_schema!r} is "

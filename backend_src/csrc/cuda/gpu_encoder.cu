@@ -197,13 +197,27 @@ bool cuda_available(std::string* why) {
   return true;
 }
 
-ThreadPool* make_copy_pool(std::unique_ptr<ThreadPool>& pool, int copy_threads) {
+// The pool for a host copy of `bytes` (made on first need), or null where one thread does:
+// under 1 MB, or with copy_threads 1.
+ThreadPool* copy_pool_for(std::unique_ptr<ThreadPool>& pool, int copy_threads, size_t bytes) {
+  if (bytes < (size_t(1) << 20) || copy_threads == 1) return nullptr;
   if (!pool) {
     const unsigned hw = std::thread::hardware_concurrency();
     const unsigned want = copy_threads > 0 ? unsigned(copy_threads) : 8u;
     pool = std::make_unique<ThreadPool>(std::min<unsigned>(hw ? hw : 1, want));
   }
   return pool.get();
+}
+
+// Waits for everything queued on `stream`: spinning (cudaStreamSynchronize under the default
+// schedule) or, given a blocking-sync event (GpuOptions::blocking_sync), asleep on it.
+void wait_for(cudaStream_t stream, cudaEvent_t ev_sync) {
+  if (!ev_sync) {
+    GPUTOK_CUDA(cudaStreamSynchronize(stream));
+    return;
+  }
+  GPUTOK_CUDA(cudaEventRecord(ev_sync, stream));
+  GPUTOK_CUDA(cudaEventSynchronize(ev_sync));
 }
 
 // Parquet decoding (decompress_pages) has streams and buffers of its own, kSnappySlots sets of
@@ -266,10 +280,7 @@ struct GpuEncoder::Impl {
   std::atomic<uint32_t> snappy_next{0};
   std::atomic<size_t> snappy_pool_limit{0};
 
-  ThreadPool* copy_pool(size_t bytes) {
-    if (bytes < (size_t(1) << 20) || opt.copy_threads == 1) return nullptr;
-    return make_copy_pool(pool, opt.copy_threads);
-  }
+  ThreadPool* copy_pool(size_t bytes) { return copy_pool_for(pool, opt.copy_threads, bytes); }
 
   // A free slot, locked; when all are busy, waits for one (round robin).
   SnappySlot& take_snappy_slot(std::unique_lock<std::mutex>& lock) {
@@ -304,16 +315,7 @@ struct GpuEncoder::Impl {
     if (stream) cudaStreamDestroy(stream);
   }
 
-  // Waits for everything queued on the stream: spinning (cudaStreamSynchronize under the
-  // default schedule) or, with blocking_sync, asleep on an event.
-  void wait_for_stream() {
-    if (!ev_sync) {
-      GPUTOK_CUDA(cudaStreamSynchronize(stream));
-      return;
-    }
-    GPUTOK_CUDA(cudaEventRecord(ev_sync, stream));
-    GPUTOK_CUDA(cudaEventSynchronize(ev_sync));
-  }
+  void wait_for_stream() { wait_for(stream, ev_sync); }
 
   float run_chunk(const std::vector<std::string_view>& segments, const Unit* units, size_t n_units,
                   Algorithm algorithm, GpuOutput& out, std::vector<int64_t>& ends);
@@ -368,9 +370,8 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
     impl->snappy.seg_shift = shift;
   }
   if (const char* sd = std::getenv("GPUTOK_SNAPPY_DECODE"); sd && *sd)
-    impl->snappy.decode = std::strcmp(sd, "tagwise") == 0  ? SnappyDecode::kTagwise
-                          : std::strcmp(sd, "global") == 0 ? SnappyDecode::kGlobal
-                                                           : SnappyDecode::kWindowed;
+    for (int d = 0; d < 3; ++d)  // an unknown name keeps the default
+      if (std::strcmp(sd, kSnappyDecodeNames[d]) == 0) impl->snappy.decode = SnappyDecode(d);
   if (const char* fm = std::getenv("GPUTOK_GPU_FUSED_MAX"); fm && *fm)
     impl->fused_max = uint32_t(std::strtoul(fm, nullptr, 10));
   // One block per SM: grid barriers over 132 blocks cost less than over the ~4 per SM that
@@ -555,11 +556,9 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
   const size_t jobs_bytes = n_jobs * sizeof(SnappyJob);
   S.pin_in.ensure(size + jobs_bytes, S.counters.pinned_allocs);
   S.pin_out.ensure(out_size + n_jobs * sizeof(int32_t), S.counters.pinned_allocs);
-  ThreadPool* pool = size >= (size_t(1) << 20) && I.opt.copy_threads != 1
-                         ? make_copy_pool(S.pool, I.opt.copy_threads)
-                         : nullptr;
   char* pin = S.pin_in.base();
-  parallel_copy(pool, {{reinterpret_cast<const char*>(chunk), size}}, pin);
+  parallel_copy(copy_pool_for(S.pool, I.opt.copy_threads, size),
+                {{reinterpret_cast<const char*>(chunk), size}}, pin);
   std::memcpy(pin + size, jobs.data(), jobs_bytes);
   GPUTOK_CUDA(
       cudaMemcpyAsync(const_cast<uint8_t*>(d_src), pin, size, cudaMemcpyHostToDevice, S.stream));
@@ -585,12 +584,7 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
   int32_t* status = reinterpret_cast<int32_t*>(pout + out_size);
   GPUTOK_CUDA(cudaMemcpyAsync(status, sc.status, n_jobs * sizeof(int32_t), cudaMemcpyDeviceToHost,
                               S.stream));
-  if (S.ev_sync) {
-    GPUTOK_CUDA(cudaEventRecord(S.ev_sync, S.stream));
-    GPUTOK_CUDA(cudaEventSynchronize(S.ev_sync));
-  } else {
-    GPUTOK_CUDA(cudaStreamSynchronize(S.stream));
-  }
+  wait_for(S.stream, S.ev_sync);
   const auto t_sync = std::chrono::steady_clock::now();
   if (marks) {
     float k[6];
@@ -600,10 +594,8 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
                  "segments %.0f us, extend %.0f, jump %.0f, serial chain %.0f, starts %.0f, "
                  "decode (%s) %.0f; launch to sync %.0f us\n",
                  size, out_size, n_jobs, n_segs, 1u << seg_shift, n_frags,
-                 I.snappy.decode == SnappyDecode::kWindowed ? "windowed"
-                 : I.snappy.decode == SnappyDecode::kGlobal ? "global"
-                                                            : "tagwise",
-                 k[0] * 1e3, k[1] * 1e3, k[2] * 1e3, k[3] * 1e3, k[4] * 1e3, k[5] * 1e3,
+                 kSnappyDecodeNames[int(I.snappy.decode)], k[0] * 1e3, k[1] * 1e3, k[2] * 1e3,
+                 k[3] * 1e3, k[4] * 1e3, k[5] * 1e3,
                  std::chrono::duration<double, std::micro>(t_sync - t_in).count());
   }
   for (uint32_t j = 0; j < n_jobs; ++j)
@@ -611,8 +603,9 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
       throw ParquetCorrupt("corrupt Parquet page: bad snappy stream");
   size_t total = 0;
   for (const SnappyJob& j : jobs) total += j.out_len;
-  if (pool && total >= (size_t(1) << 20) && jobs.size() > 1) {
-    pool->parallel_for(jobs.size(), pool->size(), [&](size_t k) {
+  ThreadPool* tp = copy_pool_for(S.pool, I.opt.copy_threads, total);
+  if (tp && jobs.size() > 1) {
+    tp->parallel_for(jobs.size(), tp->size(), [&](size_t k) {
       std::memcpy(out + jobs[k].dst, pout + jobs[k].dst, jobs[k].out_len);
     });
   } else {

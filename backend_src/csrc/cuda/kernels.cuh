@@ -163,6 +163,8 @@ inline uint32_t snappy_jump_levels(uint32_t segments) {
 // The fragment decode: lanes parse 32 bytes at once into shared memory (windowed), the same
 // straight into the output (global), or every lane on one tag at a time (tagwise).
 enum class SnappyDecode { kWindowed, kGlobal, kTagwise };
+// Their names, in that order (GPUTOK_SNAPPY_DECODE, the profile's lines).
+inline constexpr const char* kSnappyDecodeNames[] = {"windowed", "global", "tagwise"};
 struct SnappyOptions {
   uint32_t seg_shift = kSnappySegmentShift;  // input segment of the walks: 2^seg_shift bytes
   SnappyDecode decode = SnappyDecode::kWindowed;

@@ -75,7 +75,7 @@ __device__ __forceinline__ uint32_t find_job(const SnappyJob* jobs, uint32_t n_j
   return lo;
 }
 
-// 1. One thread per 4 KiB input segment.
+// 1. One thread per input segment (2^seg_shift bytes).
 __global__ void snappy_segments_kernel(const uint8_t* src, const SnappyJob* jobs, uint32_t n_jobs,
                                        uint32_t n_segs, uint32_t seg_shift, uint32_t* cum,
                                        uint32_t* seg_exit, uint32_t* seg_total) {
@@ -363,6 +363,8 @@ __global__ void snappy_decode_tagwise_kernel(const uint8_t* src, uint8_t* dst,
   FragmentOf fr;
   if (!fragment_of(src, dst, jobs, n_jobs, n_frags, status, f, fr)) return;
   const uint8_t* in = fr.in;
+  const size_t in_n = fr.in_n;
+  const uint32_t len = fr.len;
   size_t ip = frag_ip[f];
   uint32_t op = 0;
   bool ok = true;
@@ -370,8 +372,6 @@ __global__ void snappy_decode_tagwise_kernel(const uint8_t* src, uint8_t* dst,
   // overlap the copy's instead of waiting behind them (one warp per SM partition hides no
   // latency otherwise).
   SnappyTag t;
-  const size_t in_n = fr.in_n;
-  const uint32_t len = fr.len;
   bool have = len > 0 && ip < in_n && snappy_tag(in, ip, in_n, t);
   while (op < len) {
     if (!have || op + t.len > len || (t.offset == 0 && ip + t.size + uint64_t(t.len) > in_n) ||
@@ -410,14 +410,14 @@ __global__ void snappy_decode_tagwise_kernel(const uint8_t* src, uint8_t* dst,
 
 // 4b. The same, with the lanes parsing in parallel ("windowed", the default): each lane parses
 // the tag that would start at its byte of the next 32 input bytes; the true tags among them
-// are a chain from lane 0 (one shuffle per tag, not a dependent load); a prefix sum places
-// their output. Then each lane copies its own tag when that is a literal or a copy that reads
-// only bytes of earlier windows, up to kSnappyLaneBytes bytes; the rest (long tags, copies
-// reading this window's output) go one at a time across the warp, in order. A copy reads
+// are a chain from lane 0 (one shuffle per tag, not a dependent load), along which their
+// output offsets are summed. Then each lane copies its own tag when that is a literal or a copy
+// that reads only bytes of earlier windows, up to kSnappyLaneBytes bytes; the rest (long tags,
+// copies reading this window's output) go one at a time across the warp, in order. A copy reads
 // only bytes before its own output, so every byte it reads is final when it runs: earlier
 // windows are complete (__syncwarp), lane copies read only those, and the in-order tags come
-// after the lane copies and after each other.
-// (8: 7% slower decode, 32 the same, 64: 3% slower; H200, bench_parquet.py, 2026-11-24)
+// after the lane copies and after each other. kSnappyLaneBytes against 8: 7% slower decode,
+// 32 the same, 64: 3% slower (H200, bench_parquet.py, 2026-11-24).
 constexpr uint32_t kSnappyLaneBytes = 16;
 
 template <bool kInShared>
