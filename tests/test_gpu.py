@@ -404,8 +404,9 @@ def test_regression_compaction_at_tile_edges(gpus, cpu, tt):
 
 @pytest.mark.parametrize("blocking_sync", [False, True], ids=["spin", "blocking-sync"])
 def test_concurrent_calls_share_one_gpu_tokenizer(corpus, tt, blocking_sync):
-    """Threads calling one GPU tokenizer at once (as a corpus worker's shards do): the encoder
-    serializes its device work itself, and every thread gets its own ids, whichever path
+    """Threads calling one GPU tokenizer at once (as a corpus worker's shards do): up to 4
+    calls run at once on slots of their own, the others wait for one, and every thread gets
+    its own ids, whichever path
     (one block, cooperative, multi-kernel) its input takes, one text or a batch; with the
     default spin-wait and with blocking_sync (the corpus workers' setting)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -428,6 +429,45 @@ def test_concurrent_calls_share_one_gpu_tokenizer(corpus, tt, blocking_sync):
     with ThreadPoolExecutor(8) as pool:
         got = list(pool.map(call, range(len(texts))))
     assert_same(texts, got, want, "concurrent")
+
+
+def test_concurrent_calls_run_on_slots_of_their_own(corpus, tt, monkeypatch):
+    """Concurrent calls of one GPU tokenizer each take a slot (stream, pinned buffers, device
+    pool) of their own: a second slot's pool appears once two calls overlap, while one caller
+    at a time never uses more than the first. GPUTOK_GPU_ENCODE_SLOTS=1 (the ablation) keeps
+    one slot, and both give tiktoken's ids."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    joined = "".join(corpus[:2000])
+    texts = [joined[k * 1000 : k * 1000 + 2_000_000] for k in range(4)]
+    want = tt.encode_ordinary_batch(texts, num_threads=4)
+    assert all(want)
+
+    largest = max(texts, key=lambda t: len(t.encode()))
+
+    def run(g) -> float:
+        g.encode_ordinary(largest)  # the first slot's pool at its size for all four (no doubling)
+        single = g.gpu_counters()["device_bytes"]
+        for t in texts:
+            g.encode_ordinary(t)
+        assert g.gpu_counters()["device_bytes"] == single
+
+        def call(k, start):
+            start.wait()
+            return g.encode_ordinary(texts[k])
+
+        for _round in range(5):  # overlap is likely at once; a few rounds make it certain
+            with ThreadPoolExecutor(4) as pool:
+                got = list(pool.map(call, range(4), [threading.Barrier(4)] * 4))
+            assert_same(texts, got, want, "concurrent")
+            if g.gpu_counters()["device_bytes"] > single:
+                break
+        return g.gpu_counters()["device_bytes"] / single
+
+    assert run(gputok.gpt2(device="cuda")) > 1.5  # a second pool of about the same size
+    monkeypatch.setenv("GPUTOK_GPU_ENCODE_SLOTS", "1")
+    assert run(gputok.gpt2(device="cuda")) == 1
 
 
 def test_whitespace_runs_where_tiktoken_fails(gpus, cpu):

@@ -372,7 +372,7 @@ class Core {
   }
 
   Encoder encoder_;
-  std::unique_ptr<GpuEncoder> gpu_;  // thread-safe: it serializes its device work itself
+  std::unique_ptr<GpuEncoder> gpu_;  // thread-safe: concurrent calls run on slots of their own
 };
 
 }  // namespace

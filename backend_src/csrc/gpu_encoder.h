@@ -91,8 +91,8 @@ struct GpuCounters {
 
 struct GpuOptions {
   int device_id = 0;
-  // 0 = no cap beyond the device's memory; else the cap of each pool: the encoder's and each of
-  // decompress_pages' slots (up to 4 decodes at once)
+  // 0 = no cap beyond the device's memory; else the cap of each pool: each of encode()'s slots
+  // and each of decompress_pages' slots (up to 4 calls of each at once)
   size_t pool_limit_bytes = 0;
   bool gpu_pretokenize = true;  // false: pieces found on the CPU, merges on the GPU
   // Calls with fewer bytes of text than this run on the CPU path (Encoder::encode_batch_gpu):
@@ -121,10 +121,10 @@ class GpuEncoder {
   // Tokenizes ordinary text (valid UTF-8; special tokens already split out by the caller).
   // Appends every segment's ids to `out`, and after each segment pushes out.tokens (the ids
   // so far, shifts not counted) to `ends`. Returns the device time of the kernels, from CUDA
-  // events, in milliseconds. Thread-safe: the device work of concurrent calls is serialized by the
-  // encoder's own mutex, so callers' host work (UTF-8 checks, special-token splits, result assembly
-  // in Encoder::encode_batch_gpu) overlaps another thread's GPU call. The lock covers staging, the
-  // kernels and the copy-out, which all use the encoder's one set of buffers.
+  // events, in milliseconds. Thread-safe, and concurrent: up to 4 calls run at once, each on a
+  // stream, pinned buffers and device pool of its own (a slot; the tables are shared), so one
+  // call's staging and copy-out overlap others' kernels, and their kernels overlap each other.
+  // A fifth call waits for a slot. One caller at a time only ever uses the first slot.
   float encode(const std::vector<std::string_view>& segments, Algorithm algorithm, GpuOutput& out,
                std::vector<int64_t>& ends);
 

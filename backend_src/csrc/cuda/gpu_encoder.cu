@@ -220,42 +220,112 @@ void wait_for(cudaStream_t stream, cudaEvent_t ev_sync) {
   GPUTOK_CUDA(cudaEventSynchronize(ev_sync));
 }
 
-// Parquet decoding (decompress_pages) has streams and buffers of its own, kSnappySlots sets of
-// them: a decode neither waits for a tokenizer call holding the encoder (Impl::mu) nor for
-// another decode, so a worker's threads decode several column chunks at once and their kernels
-// overlap on the GPU, where one decode's ~300 one-warp blocks leave most of it idle.
-constexpr size_t kSnappySlots = 4;
-struct SnappySlot {
-  std::mutex mu;  // one decode at a time on this slot
-  cudaStream_t stream = nullptr;
+// A stream with buffers of its own, held by one call at a time (mu). The encoder has two sets:
+// kEncodeSlots for tokenizing and kSnappySlots for Parquet decoding, so concurrent calls stage,
+// copy out and run their kernels at once instead of in turn, and their kernels overlap on the
+// GPU (one call rarely fills it: a corpus batch's ~4 MB, a decode's ~300 one-warp blocks).
+// Each slot's buffers only grow (pool.cuh), up to GpuOptions::pool_limit_bytes each.
+struct StreamSlot {
+  std::mutex mu;
+  cudaStream_t stream = nullptr;  // made on the slot's first use
   cudaEvent_t ev_sync = nullptr;  // blocking-sync wait (GpuOptions::blocking_sync)
-  cudaEvent_t marks[7] = {};      // GPUTOK_GPU_PROFILE=1: the kernels' times
   DeviceArena arena;
   PinnedBuffer pin_in, pin_out;
   GpuCounters counters;
   std::unique_ptr<ThreadPool> pool;  // host copies; a ThreadPool runs one job at a time
 
-  ~SnappySlot() {
+  // Makes the stream on first use; the caller holds mu and has set the device.
+  bool open(bool blocking_sync) {
+    if (stream) return false;
+    GPUTOK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    if (blocking_sync)
+      GPUTOK_CUDA(
+          cudaEventCreateWithFlags(&ev_sync, cudaEventBlockingSync | cudaEventDisableTiming));
+    return true;
+  }
+  void wait() { wait_for(stream, ev_sync); }
+  // Frees the device buffer when it is over `limit` (set_pool_limit); the caller holds mu.
+  void trim(size_t limit) {
+    if (!limit || arena.capacity() <= limit) return;
+    if (stream) GPUTOK_CUDA(cudaStreamSynchronize(stream));
+    arena.release();
+  }
+  void add_to(GpuCounters& c) const {
+    c.device_allocs += counters.device_allocs;
+    c.pinned_allocs += counters.pinned_allocs;
+    c.launches += counters.launches;
+    c.device_bytes += arena.capacity();
+  }
+  ~StreamSlot() {
     if (stream) cudaStreamSynchronize(stream);
     arena.release();
     pin_in.release();
     pin_out.release();
     if (ev_sync) cudaEventDestroy(ev_sync);
-    for (cudaEvent_t e : marks)
-      if (e) cudaEventDestroy(e);
     if (stream) cudaStreamDestroy(stream);
   }
 };
 
+// A slot of slots[0, n), locked: the first free one from `first` on; when all are busy, waits
+// for slots[wait_on % n].
+template <typename Slot>
+Slot& take_slot(Slot* slots, size_t n, size_t first, size_t wait_on,
+                std::unique_lock<std::mutex>& lock) {
+  for (size_t k = 0; k < n; ++k) {
+    Slot& s = slots[(first + k) % n];
+    std::unique_lock<std::mutex> l(s.mu, std::try_to_lock);
+    if (l.owns_lock()) {
+      lock = std::move(l);
+      return s;
+    }
+  }
+  Slot& s = slots[wait_on % n];
+  lock = std::unique_lock<std::mutex>(s.mu);
+  return s;
+}
+
+// Parquet decoding: a decode waits neither for a tokenizer call nor for another decode.
+constexpr size_t kSnappySlots = 4;
+struct SnappySlot : StreamSlot {
+  cudaEvent_t marks[7] = {};  // GPUTOK_GPU_PROFILE=1: the kernels' times
+  ~SnappySlot() {
+    if (stream) cudaStreamSynchronize(stream);
+    for (cudaEvent_t e : marks)
+      if (e) cudaEventDestroy(e);
+  }
+};
+
+// Tokenizing: up to 4 calls at once (GPUTOK_GPU_ENCODE_SLOTS: 1-8; 1 is the
+// encoder before slots, one call at a time). Calls take the lowest free slot, so one caller
+// at a time uses (and allocates) slot 0 only. Measured: see GpuEncoder::encode.
+constexpr size_t kEncodeSlots = 8;         // slots made (lazily: a slot costs nothing unused)
+constexpr size_t kDefaultEncodeSlots = 4;  // slots used unless GPUTOK_GPU_ENCODE_SLOTS says
+struct EncodeSlot : StreamSlot {
+  cudaEvent_t ev0 = nullptr, ev1 = nullptr;
+  cudaEvent_t ev_pre = nullptr, ev_merge = nullptr, ev_mid = nullptr;  // GPUTOK_GPU_PROFILE=1
+  cudaGraphExec_t graph_exec = nullptr;                                // GPUTOK_GPU_GRAPH=1
+  std::vector<Piece> pieces;  // CPU pretokenization scratch
+
+  void open_events(bool blocking_sync) {
+    if (!open(blocking_sync)) return;
+    for (cudaEvent_t* e : {&ev0, &ev1, &ev_pre, &ev_merge, &ev_mid})
+      GPUTOK_CUDA(cudaEventCreate(e));
+  }
+  ~EncodeSlot() {
+    if (stream) cudaStreamSynchronize(stream);
+    for (cudaEvent_t e : {ev0, ev1, ev_pre, ev_merge, ev_mid})
+      if (e) cudaEventDestroy(e);
+    if (graph_exec) cudaGraphExecDestroy(graph_exec);
+  }
+};
+
 struct GpuEncoder::Impl {
-  std::mutex mu;  // one call at a time on the stream, buffers and counters
+  // Guards `opt` (its setters) and `counters`; calls copy the options they need under it and
+  // then hold a slot, not this.
+  mutable std::mutex mu;
   std::shared_ptr<const Vocab> vocab;
   GpuOptions opt;
   int n_sms = 0;
-  cudaStream_t stream = nullptr;
-  cudaEvent_t ev0 = nullptr, ev1 = nullptr;
-  cudaEvent_t ev_pre = nullptr, ev_merge = nullptr, ev_mid = nullptr;  // GPUTOK_GPU_PROFILE=1
-  cudaEvent_t ev_sync = nullptr;  // blocking-sync event (GpuOptions::blocking_sync)
   bool profile = false;
   SnappyOptions snappy;       // GPUTOK_SNAPPY_SEGMENT, GPUTOK_SNAPPY_DECODE (ablations)
   bool use_cache = true;      // GPUTOK_GPU_NO_CACHE=1 turns the whole-piece cache off (ablation)
@@ -267,58 +337,23 @@ struct GpuEncoder::Impl {
   // GPUTOK_GPU_GRAPH=1 (experiment): the kernels of a multi-kernel chunk are captured into
   // a CUDA graph and launched as one; the executable graph is updated in place per call.
   bool use_graph = false;
-  cudaGraphExec_t graph_exec = nullptr;
-  DeviceTables tables;
-  DeviceArena arena;
-  PinnedBuffer pin_in, pin_out;
-  GpuCounters counters;
-  std::vector<Piece> pieces;         // CPU pretokenization scratch
-  std::unique_ptr<ThreadPool> pool;  // host copies of big chunks; made on first need
-  // Parquet decoding's slots (made on first use, under each slot's lock), and the pool limit
-  // as they read it without taking `mu`.
+  DeviceTables tables;   // read-only once built: shared by every slot's kernels
+  GpuCounters counters;  // the tables' allocations
+  EncodeSlot encode_slots[kEncodeSlots];
+  size_t n_encode_slots = kDefaultEncodeSlots;  // GPUTOK_GPU_ENCODE_SLOTS
+  std::atomic<uint32_t> encode_next{0};         // which busy slot a call waits for
   SnappySlot snappy_slots[kSnappySlots];
   std::atomic<uint32_t> snappy_next{0};
-  std::atomic<size_t> snappy_pool_limit{0};
-
-  ThreadPool* copy_pool(size_t bytes) { return copy_pool_for(pool, opt.copy_threads, bytes); }
-
-  // A free slot, locked; when all are busy, waits for one (round robin).
-  SnappySlot& take_snappy_slot(std::unique_lock<std::mutex>& lock) {
-    const uint32_t first = snappy_next.fetch_add(1, std::memory_order_relaxed);
-    for (size_t k = 0; k < kSnappySlots; ++k) {
-      SnappySlot& s = snappy_slots[(first + k) % kSnappySlots];
-      std::unique_lock<std::mutex> l(s.mu, std::try_to_lock);
-      if (l.owns_lock()) {
-        lock = std::move(l);
-        return s;
-      }
-    }
-    SnappySlot& s = snappy_slots[first % kSnappySlots];
-    lock = std::unique_lock<std::mutex>(s.mu);
-    return s;
-  }
+  std::atomic<size_t> snappy_pool_limit{0};  // the pool limit, read by decodes without `mu`
 
   ~Impl() {
     cudaSetDevice(opt.device_id);
-    if (stream) cudaStreamSynchronize(stream);
-    arena.release();
-    pin_in.release();
-    pin_out.release();
     tables.release();
-    if (ev0) cudaEventDestroy(ev0);
-    if (ev1) cudaEventDestroy(ev1);
-    if (ev_pre) cudaEventDestroy(ev_pre);
-    if (ev_merge) cudaEventDestroy(ev_merge);
-    if (ev_mid) cudaEventDestroy(ev_mid);
-    if (ev_sync) cudaEventDestroy(ev_sync);
-    if (graph_exec) cudaGraphExecDestroy(graph_exec);
-    if (stream) cudaStreamDestroy(stream);
   }
 
-  void wait_for_stream() { wait_for(stream, ev_sync); }
-
-  float run_chunk(const std::vector<std::string_view>& segments, const Unit* units, size_t n_units,
-                  Algorithm algorithm, GpuOutput& out, std::vector<int64_t>& ends);
+  float run_chunk(EncodeSlot& S, const GpuOptions& o, const std::vector<std::string_view>& segments,
+                  const Unit* units, size_t n_units, Algorithm algorithm, GpuOutput& out,
+                  std::vector<int64_t>& ends);
 };
 
 GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
@@ -332,15 +367,6 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
   GPUTOK_CUDA(cudaSetDevice(options.device_id));
   GPUTOK_CUDA(
       cudaDeviceGetAttribute(&impl->n_sms, cudaDevAttrMultiProcessorCount, options.device_id));
-  GPUTOK_CUDA(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
-  GPUTOK_CUDA(cudaEventCreate(&impl->ev0));
-  GPUTOK_CUDA(cudaEventCreate(&impl->ev1));
-  GPUTOK_CUDA(cudaEventCreate(&impl->ev_pre));
-  GPUTOK_CUDA(cudaEventCreate(&impl->ev_merge));
-  GPUTOK_CUDA(cudaEventCreate(&impl->ev_mid));
-  if (options.blocking_sync)
-    GPUTOK_CUDA(
-        cudaEventCreateWithFlags(&impl->ev_sync, cudaEventBlockingSync | cudaEventDisableTiming));
   if (const char* ct = std::getenv("GPUTOK_GPU_COPY_THREADS"); ct && *ct)  // ablation
     impl->opt.copy_threads = std::max(0, std::atoi(ct));
   const char* prof = std::getenv("GPUTOK_GPU_PROFILE");
@@ -372,6 +398,8 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
   if (const char* sd = std::getenv("GPUTOK_SNAPPY_DECODE"); sd && *sd)
     for (int d = 0; d < 3; ++d)  // an unknown name keeps the default
       if (std::strcmp(sd, kSnappyDecodeNames[d]) == 0) impl->snappy.decode = SnappyDecode(d);
+  if (const char* es = std::getenv("GPUTOK_GPU_ENCODE_SLOTS"); es && *es)  // ablation
+    impl->n_encode_slots = std::clamp<size_t>(std::strtoul(es, nullptr, 10), 1, kEncodeSlots);
   if (const char* fm = std::getenv("GPUTOK_GPU_FUSED_MAX"); fm && *fm)
     impl->fused_max = uint32_t(std::strtoul(fm, nullptr, 10));
   // One block per SM: grid barriers over 132 blocks cost less than over the ~4 per SM that
@@ -394,17 +422,20 @@ void GpuEncoder::set_gpu_pretokenize(bool on) {
 }
 
 void GpuEncoder::set_pool_limit(size_t bytes) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->opt.pool_limit_bytes = bytes;
-  impl_->snappy_pool_limit.store(bytes);
-  GPUTOK_CUDA(cudaSetDevice(impl_->opt.device_id));
-  if (bytes && impl_->arena.capacity() > bytes) {
-    GPUTOK_CUDA(cudaStreamSynchronize(impl_->stream));
-    impl_->arena.release();
+  Impl& I = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(I.mu);
+    I.opt.pool_limit_bytes = bytes;
+    I.snappy_pool_limit.store(bytes);
   }
-  for (SnappySlot& s : impl_->snappy_slots) {
+  GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
+  for (EncodeSlot& s : I.encode_slots) {
     std::lock_guard<std::mutex> slot_lock(s.mu);
-    if (bytes && s.arena.capacity() > bytes) s.arena.release();  // its calls end synchronized
+    s.trim(bytes);
+  }
+  for (SnappySlot& s : I.snappy_slots) {
+    std::lock_guard<std::mutex> slot_lock(s.mu);
+    s.trim(bytes);
   }
 }
 
@@ -418,15 +449,20 @@ size_t GpuEncoder::cpu_below_bytes() const {
 }
 
 GpuCounters GpuEncoder::counters() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  GpuCounters c = impl_->counters;
-  c.device_bytes = impl_->arena.capacity();
-  for (SnappySlot& s : impl_->snappy_slots) {
+  Impl& I = *impl_;
+  GpuCounters c;
+  {
+    std::lock_guard<std::mutex> lock(I.mu);
+    c = I.counters;
+  }
+  c.device_bytes = 0;
+  for (EncodeSlot& s : I.encode_slots) {
     std::lock_guard<std::mutex> slot_lock(s.mu);
-    c.device_allocs += s.counters.device_allocs;
-    c.pinned_allocs += s.counters.pinned_allocs;
-    c.launches += s.counters.launches;
-    c.device_bytes += s.arena.capacity();
+    s.add_to(c);
+  }
+  for (SnappySlot& s : I.snappy_slots) {
+    std::lock_guard<std::mutex> slot_lock(s.mu);
+    s.add_to(c);
   }
   return c;
 }
@@ -437,8 +473,12 @@ float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorith
                          GpuOutput& out, std::vector<int64_t>& ends) {
   if (!out.ids32 == !out.ids16) throw CudaError("GpuEncoder::encode needs one output vector");
   Impl& I = *impl_;
-  std::lock_guard<std::mutex> lock(I.mu);
-  GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
+  GpuOptions o;
+  {
+    std::lock_guard<std::mutex> lock(I.mu);
+    o = I.opt;
+  }
+  GPUTOK_CUDA(cudaSetDevice(o.device_id));
   // Units: segments, long ones split at safe positions.
   std::vector<Unit> units;
   units.reserve(segments.size());
@@ -465,6 +505,10 @@ float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorith
     }
     units.push_back(Unit{s, pos, len, true});
   }
+  std::unique_lock<std::mutex> slot_lock;
+  EncodeSlot& S = take_slot(I.encode_slots, I.n_encode_slots, 0,
+                            I.encode_next.fetch_add(1, std::memory_order_relaxed), slot_lock);
+  S.open_events(o.blocking_sync);
   float ms = 0.0f;
   size_t i = 0;
   while (i < units.size()) {
@@ -478,7 +522,7 @@ float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorith
     if (bytes >= kMaxChunk)
       throw DeviceMemoryError("a single piece of " + std::to_string(bytes) +
                               " bytes is over the GPU path's 2 GiB chunk limit");
-    ms += I.run_chunk(segments, units.data() + i, j - i, algorithm, out, ends);
+    ms += I.run_chunk(S, o, segments, units.data() + i, j - i, algorithm, out, ends);
     i = j;
   }
   return ms;
@@ -517,14 +561,10 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
   if (jobs.empty()) return;
   Impl& I = *impl_;
   std::unique_lock<std::mutex> lock;
-  SnappySlot& S = I.take_snappy_slot(lock);
+  const uint32_t first = I.snappy_next.fetch_add(1, std::memory_order_relaxed);
+  SnappySlot& S = take_slot(I.snappy_slots, kSnappySlots, first, first, lock);
   GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
-  if (!S.stream) {
-    GPUTOK_CUDA(cudaStreamCreateWithFlags(&S.stream, cudaStreamNonBlocking));
-    if (I.opt.blocking_sync)
-      GPUTOK_CUDA(
-          cudaEventCreateWithFlags(&S.ev_sync, cudaEventBlockingSync | cudaEventDisableTiming));
-  }
+  S.open(I.opt.blocking_sync);
   const uint32_t n_jobs = uint32_t(jobs.size());
   const uint32_t levels = snappy_jump_levels(max_segs);
   const size_t level_n = size_t(levels + 1) * n_segs;
@@ -584,7 +624,7 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
   int32_t* status = reinterpret_cast<int32_t*>(pout + out_size);
   GPUTOK_CUDA(cudaMemcpyAsync(status, sc.status, n_jobs * sizeof(int32_t), cudaMemcpyDeviceToHost,
                               S.stream));
-  wait_for(S.stream, S.ev_sync);
+  S.wait();
   const auto t_sync = std::chrono::steady_clock::now();
   if (marks) {
     float k[6];
@@ -613,7 +653,8 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
   }
 }
 
-float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments, const Unit* units,
+float GpuEncoder::Impl::run_chunk(EncodeSlot& S, const GpuOptions& o,
+                                  const std::vector<std::string_view>& segments, const Unit* units,
                                   size_t n_units, Algorithm algorithm, GpuOutput& out,
                                   std::vector<int64_t>& ends) {
   using clk = std::chrono::steady_clock;
@@ -627,7 +668,7 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
       if (units[u].last) ends.push_back(base);
     return 0.0f;
   }
-  const bool gpu_pretok = opt.gpu_pretokenize;
+  const bool gpu_pretok = o.gpu_pretokenize;
   // CPU pretokenization (option): pieces found here, merged there.
   std::vector<std::pair<const char*, size_t>> src;
   src.reserve(n_units);
@@ -644,12 +685,12 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   }
   uint32_t n_pieces_host = 0;
   if (!gpu_pretok) {
-    pieces.clear();
+    S.pieces.clear();
     const UnicodeTableView uni = unicode_table();
     for (size_t u = 0; u < n_units; ++u)
-      pretokenize(uni, reinterpret_cast<const uint8_t*>(src[u].first), src[u].second, pieces,
+      pretokenize(uni, reinterpret_cast<const uint8_t*>(src[u].first), src[u].second, S.pieces,
                   unit_off[u]);
-    n_pieces_host = uint32_t(pieces.size());
+    n_pieces_host = uint32_t(S.pieces.size());
   }
 
   // Device layout for this chunk. The text (+ at least 16 zero bytes) and the unit offsets
@@ -691,148 +732,149 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
   {
     Carver measure(nullptr);
     layout(measure, c);
-    arena.ensure(measure.used(), opt.pool_limit_bytes, counters.device_allocs);
+    S.arena.ensure(measure.used(), o.pool_limit_bytes, S.counters.device_allocs);
   }
-  Carver cv(arena.base());
+  Carver cv(S.arena.base());
   layout(cv, c);
 
   // Stage input: text (+16 zero bytes), unit offsets, CPU pieces.
   const size_t in_bytes = in_text + (n_units + 1) * 4 + 4 + size_t(n_pieces_host) * 4;
-  pin_in.ensure(in_bytes, counters.pinned_allocs);
-  char* hin = pin_in.base();
+  S.pin_in.ensure(in_bytes, S.counters.pinned_allocs);
+  char* hin = S.pin_in.base();
   const auto t_prep = clk::now();
-  parallel_copy(copy_pool(n), src, hin);
+  parallel_copy(copy_pool_for(S.pool, o.copy_threads, n), src, hin);
   const auto t_staged = clk::now();
   std::memset(hin + n, 0, in_text - n);
   std::memcpy(hin + in_text, unit_off.data(), (n_units + 1) * 4);
   GPUTOK_CUDA(cudaMemcpyAsync(const_cast<uint8_t*>(c.text), hin, in_text + (n_units + 1) * 4,
-                              cudaMemcpyHostToDevice, stream));
+                              cudaMemcpyHostToDevice, S.stream));
   if (!fused)  // the fused kernel zeroes its counters itself
-    GPUTOK_CUDA(cudaMemsetAsync(c.counters, 0, 16 * sizeof(uint32_t), stream));
+    GPUTOK_CUDA(cudaMemsetAsync(c.counters, 0, 16 * sizeof(uint32_t), S.stream));
   if (!gpu_pretok) {
     uint32_t* hp = reinterpret_cast<uint32_t*>(hin + in_text + (n_units + 1) * 4);
     hp[0] = n_pieces_host;
-    for (uint32_t p = 0; p < n_pieces_host; ++p) hp[1 + p] = pieces[p].start;
-    GPUTOK_CUDA(cudaMemcpyAsync(c.counters, hp, 4, cudaMemcpyHostToDevice, stream));
+    for (uint32_t p = 0; p < n_pieces_host; ++p) hp[1 + p] = S.pieces[p].start;
+    GPUTOK_CUDA(cudaMemcpyAsync(c.counters, hp, 4, cudaMemcpyHostToDevice, S.stream));
     GPUTOK_CUDA(cudaMemcpyAsync(c.piece_starts, hp + 1, size_t(n_pieces_host) * 4,
-                                cudaMemcpyHostToDevice, stream));
+                                cudaMemcpyHostToDevice, S.stream));
   }
 
   const size_t head = 64 + ((n_units * 4 + 63) & ~size_t(63));
-  pin_out.ensure(head + (small || n <= kDirectMaxBytes ? size_t(n) * 4 : 0),
-                 counters.pinned_allocs);
-  const bool direct = !small && n <= kDirectMaxBytes && pin_out.device_base() && direct_output;
-  if (direct) c.ids_out = reinterpret_cast<int32_t*>(pin_out.device_base() + head);
+  S.pin_out.ensure(head + (small || n <= kDirectMaxBytes ? size_t(n) * 4 : 0),
+                   S.counters.pinned_allocs);
+  const bool direct = !small && n <= kDirectMaxBytes && S.pin_out.device_base() && direct_output;
+  if (direct) c.ids_out = reinterpret_cast<int32_t*>(S.pin_out.device_base() + head);
   // The fused kernel also writes the counts and unit ends there: no copies back at all.
   const bool direct_head = direct && fused;
-  if (direct_head) c.host_head = reinterpret_cast<uint32_t*>(pin_out.device_base());
+  if (direct_head) c.host_head = reinterpret_cast<uint32_t*>(S.pin_out.device_base());
 
   const bool graph = use_graph && !small && !fused;
   // Inside a capture an event record is only a dependency unless marked external; the
   // per-stage profile events are left out of graphs.
   const bool prof = profile && !graph;
   auto record = [&](cudaEvent_t e) {
-    GPUTOK_CUDA(graph ? cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal)
-                      : cudaEventRecord(e, stream));
+    GPUTOK_CUDA(graph ? cudaEventRecordWithFlags(e, S.stream, cudaEventRecordExternal)
+                      : cudaEventRecord(e, S.stream));
   };
   auto enqueue = [&] {
-    record(ev0);
+    record(S.ev0);
     int launches = 0;
     const VocabView v = tables.vocab();
     const PieceCacheView cache = use_cache ? tables.cache() : PieceCacheView{};
     // Small and mid-size chunks: the whole per_word pipeline in one launch.
     if (small || fused) {
       launches +=
-          small ? launch_fused_small(c, tables.unicode(), v, cache, stream)
+          small ? launch_fused_small(c, tables.unicode(), v, cache, S.stream)
                 : launch_fused_cooperative(c, tables.unicode(), v, cache, per_word.warp_min_for(n),
-                                           per_word.multi_rank, coop_blocks, stream);
+                                           per_word.multi_rank, coop_blocks, S.stream);
       if (prof) {
-        GPUTOK_CUDA(cudaEventRecord(ev_pre, stream));
-        GPUTOK_CUDA(cudaEventRecord(ev_mid, stream));
-        GPUTOK_CUDA(cudaEventRecord(ev_merge, stream));
+        GPUTOK_CUDA(cudaEventRecord(S.ev_pre, S.stream));
+        GPUTOK_CUDA(cudaEventRecord(S.ev_mid, S.stream));
+        GPUTOK_CUDA(cudaEventRecord(S.ev_merge, S.stream));
       }
     } else {
       if (gpu_pretok)
-        launches += launch_pretokenize(c, tables.unicode(), stream);
+        launches += launch_pretokenize(c, tables.unicode(), S.stream);
       else
-        launches += launch_flags_from_pieces(c, n_pieces_host, stream);
-      if (prof) GPUTOK_CUDA(cudaEventRecord(ev_pre, stream));
+        launches += launch_flags_from_pieces(c, n_pieces_host, S.stream);
+      if (prof) GPUTOK_CUDA(cudaEventRecord(S.ev_pre, S.stream));
       switch (algorithm) {
         case Algorithm::kPerWord:
-          launches +=
-              launch_merge_per_word(c, v, cache, n_sms, per_word, stream, prof ? ev_mid : nullptr);
+          launches += launch_merge_per_word(c, v, cache, n_sms, per_word, S.stream,
+                                            prof ? S.ev_mid : nullptr);
           break;
         case Algorithm::kBlockBpe:
-          launches += launch_merge_blockbpe(c, v, false, n_sms, stream);
+          launches += launch_merge_blockbpe(c, v, false, n_sms, S.stream);
           break;
         case Algorithm::kBlockBpeOptimized:
-          launches += launch_merge_blockbpe(c, v, true, n_sms, stream);
+          launches += launch_merge_blockbpe(c, v, true, n_sms, S.stream);
           break;
       }
-      if (prof) GPUTOK_CUDA(cudaEventRecord(ev_merge, stream));
-      launches += launch_compact(c, stream);
+      if (prof) GPUTOK_CUDA(cudaEventRecord(S.ev_merge, S.stream));
+      launches += launch_compact(c, S.stream);
     }
-    record(ev1);
-    counters.launches += uint64_t(launches);
+    record(S.ev1);
+    S.counters.launches += uint64_t(launches);
   };
   if (!graph) {
     enqueue();
   } else {
-    GPUTOK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    GPUTOK_CUDA(cudaStreamBeginCapture(S.stream, cudaStreamCaptureModeThreadLocal));
     cudaGraph_t g = nullptr;
     try {
       enqueue();
     } catch (...) {
-      cudaStreamEndCapture(stream, &g);
+      cudaStreamEndCapture(S.stream, &g);
       if (g) cudaGraphDestroy(g);
       cudaGetLastError();
       throw;
     }
-    GPUTOK_CUDA(cudaStreamEndCapture(stream, &g));
-    if (graph_exec) {
+    GPUTOK_CUDA(cudaStreamEndCapture(S.stream, &g));
+    if (S.graph_exec) {
       cudaGraphExecUpdateResultInfo info;
-      if (cudaGraphExecUpdate(graph_exec, g, &info) != cudaSuccess) {
+      if (cudaGraphExecUpdate(S.graph_exec, g, &info) != cudaSuccess) {
         cudaGetLastError();
-        cudaGraphExecDestroy(graph_exec);
-        graph_exec = nullptr;
+        cudaGraphExecDestroy(S.graph_exec);
+        S.graph_exec = nullptr;
       }
     }
-    const cudaError_t e = graph_exec ? cudaSuccess : cudaGraphInstantiate(&graph_exec, g, 0);
+    const cudaError_t e = S.graph_exec ? cudaSuccess : cudaGraphInstantiate(&S.graph_exec, g, 0);
     cudaGraphDestroy(g);
     GPUTOK_CUDA(e);
-    GPUTOK_CUDA(cudaGraphLaunch(graph_exec, stream));
+    GPUTOK_CUDA(cudaGraphLaunch(S.graph_exec, S.stream));
   }
 
   // Output: counters and unit ends first (the token count sizes the ids copy). A small
   // chunk copies ids for the worst case (n tokens, <= 16 KB) in the same round trip; a direct
-  // chunk's scatter kernel has already written them into pin_out.
+  // chunk's scatter kernel has already written them into the slot's pin_out.
   if (!direct_head) {
-    GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.counters, 16 * sizeof(uint32_t),
-                                cudaMemcpyDeviceToHost, stream));
-    GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base() + 64, c.unit_ends, n_units * 4,
-                                cudaMemcpyDeviceToHost, stream));
+    GPUTOK_CUDA(cudaMemcpyAsync(S.pin_out.base(), c.counters, 16 * sizeof(uint32_t),
+                                cudaMemcpyDeviceToHost, S.stream));
+    GPUTOK_CUDA(cudaMemcpyAsync(S.pin_out.base() + 64, c.unit_ends, n_units * 4,
+                                cudaMemcpyDeviceToHost, S.stream));
   }
   if (small)
-    GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base() + head, c.ids_out, size_t(n) * 4,
-                                cudaMemcpyDeviceToHost, stream));
-  wait_for_stream();
-  const uint32_t total = reinterpret_cast<const uint32_t*>(pin_out.base())[2];
+    GPUTOK_CUDA(cudaMemcpyAsync(S.pin_out.base() + head, c.ids_out, size_t(n) * 4,
+                                cudaMemcpyDeviceToHost, S.stream));
+  S.wait();
+  const uint32_t total = reinterpret_cast<const uint32_t*>(S.pin_out.base())[2];
   std::vector<uint32_t> unit_ends(n_units);
-  std::memcpy(unit_ends.data(), pin_out.base() + 64, n_units * 4);
+  std::memcpy(unit_ends.data(), S.pin_out.base() + 64, n_units * 4);
   if (total > n) throw CudaError("GPU encoder produced more tokens than bytes");
   size_t ids_at = head;
   if (!small && !direct && total) {
     ids_at = 0;
-    pin_out.ensure(size_t(total) * 4, counters.pinned_allocs);
-    GPUTOK_CUDA(cudaMemcpyAsync(pin_out.base(), c.ids_out, size_t(total) * 4,
-                                cudaMemcpyDeviceToHost, stream));
-    wait_for_stream();
+    S.pin_out.ensure(size_t(total) * 4, S.counters.pinned_allocs);
+    GPUTOK_CUDA(cudaMemcpyAsync(S.pin_out.base(), c.ids_out, size_t(total) * 4,
+                                cudaMemcpyDeviceToHost, S.stream));
+    S.wait();
   }
   const auto t_synced = clk::now();
   float ms = 0.0f;
-  GPUTOK_CUDA(cudaEventElapsedTime(&ms, ev0, ev1));
-  copy_out(copy_pool(size_t(total) * 4), reinterpret_cast<const int32_t*>(pin_out.base() + ids_at),
-           total, units, unit_ends.data(), n_units, out);
+  GPUTOK_CUDA(cudaEventElapsedTime(&ms, S.ev0, S.ev1));
+  copy_out(copy_pool_for(S.pool, o.copy_threads, size_t(total) * 4),
+           reinterpret_cast<const int32_t*>(S.pin_out.base() + ids_at), total, units,
+           unit_ends.data(), n_units, out);
   out.tokens += total;
   if (profile && !graph) {
     std::string stages;  // the fused kernel's own split, from its timestamps
@@ -848,10 +890,10 @@ float GpuEncoder::Impl::run_chunk(const std::vector<std::string_view>& segments,
       stages += " us]";
     }
     float pre = 0, merge = 0, shortm = 0;
-    GPUTOK_CUDA(cudaEventElapsedTime(&pre, ev0, ev_pre));
-    GPUTOK_CUDA(cudaEventElapsedTime(&merge, ev_pre, ev_merge));
+    GPUTOK_CUDA(cudaEventElapsedTime(&pre, S.ev0, S.ev_pre));
+    GPUTOK_CUDA(cudaEventElapsedTime(&merge, S.ev_pre, S.ev_merge));
     if (algorithm == Algorithm::kPerWord)
-      GPUTOK_CUDA(cudaEventElapsedTime(&shortm, ev_pre, ev_mid));
+      GPUTOK_CUDA(cudaEventElapsedTime(&shortm, S.ev_pre, S.ev_mid));
     auto us = [](clk::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
     std::fprintf(stderr,
                  "[gputok gpu] %u bytes %zu units %u tokens: prep %.0f us, staging %.0f us, "
