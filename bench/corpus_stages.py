@@ -55,6 +55,12 @@ def main() -> int:
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--gigatoken", action="store_true", help="gigatoken as the tokenizer")
     ap.add_argument("--min-batch-mb", type=float, default=None)
+    ap.add_argument(
+        "--parquet-decoder",
+        default="auto",
+        choices=("auto", "gputok", "gputok-gpu", "arrow"),
+        help="as gputok corpus --parquet-decoder (auto: snappy on the GPU for a GPU tokenizer)",
+    )
     args = ap.parse_args()
 
     from bench_corpus import GigatokenAdapter, write_inputs
@@ -85,11 +91,14 @@ def main() -> int:
     spec = {"errors": "strict", "skip_empty": False, "num_threads": 0}
     clock = Clock()
     paths = sorted(str(p) for p in Path(inputs).glob("*.parquet"))
+    decoder = C._parquet_decoder(args.parquet_decoder, tok)
     for _rep in range(2):  # the first pass warms up (pools, caches); the second is reported
         clock = Clock()
         calls = 0
         for path in paths:
-            reader = C.read_parquet(path, "text", C.DEFAULT_BATCH_BYTES, min_batch_bytes=min_batch)
+            reader = C.read_parquet(
+                path, "text", C.DEFAULT_BATCH_BYTES, min_batch_bytes=min_batch, decoder=decoder
+            )
             out = open(os.path.join(work, "out.bin"), "wb")  # noqa: SIM115
             h = hashlib.sha256()
             while True:
@@ -111,7 +120,8 @@ def main() -> int:
     total_w, total_c = sum(clock.wall.values()), sum(clock.cpu.values())
     print(
         f"{nbytes / 1e6:.1f} MB of text, {ndocs} documents, {len(paths)} shards, {calls} tokenizer "
-        f"calls, tokenizer {type(tok).__name__} on {dev}, min batch {min_batch / 2**20:g} MB"
+        f"calls, tokenizer {type(tok).__name__} on {dev}, min batch {min_batch / 2**20:g} MB, "
+        f"Parquet decoder {args.parquet_decoder}"
     )
     print(
         f"{'stage':<18}{'wall s':>8}{'CPU s':>8}{'CPU s/GB':>10}{'GB/s (wall)':>13}"

@@ -4,8 +4,9 @@
 // is_safe_split positions, which keeps pieces, and therefore ids, unchanged), units are
 // grouped into chunks of about kChunkTarget bytes, and each chunk runs
 //   pinned staging -> H2D -> [pretokenize, merge, compact] -> D2H count + ends -> D2H ids
-// on the encoder's own stream. Buffers come from one device arena and two pinned buffers
-// that only grow (pool.cuh), so steady-state calls make no cudaMalloc/cudaHostAlloc.
+// on the stream of the call's slot (EncodeSlot: up to 4 calls at once). A slot's buffers are
+// one device arena and two pinned buffers that only grow (pool.cuh), so steady-state calls
+// make no cudaMalloc/cudaHostAlloc.
 // Kernel time is measured with CUDA events around the kernels of each chunk and summed.
 //
 // Performance notes (H200, 2026-11-22 05:39-05:41 UTC, bench/gpu_ablation.py and
@@ -25,7 +26,12 @@
 // H2D + kernels + D2H 0.34 s (kernels 0.08), copy-out of int32 ids 0.27 s. The uint16
 // copy-out (GpuOutput::ids16) narrows in that pass, so the caller has no int32 array to pack:
 // one GPU's corpus throughput 1.77-1.97 -> 2.05-2.21 GB/s (docs/benchmarks.md).
-// Device memory: ~17 bytes per byte of text (+16 for blockbpe*).
+// Encode slots (2026-11-24 19:14-19:22 UTC, H100, bench/bench_gpu_threads.py): one process,
+// threads sharing one tokenizer, 4 MB calls: 1 slot (one call at a time, as before) 3.34 GB/s
+// at 4 threads and 3.21 at 8; 4 slots 5.00 and 8.27; 256 KB calls at 8 threads 0.65 -> 1.96.
+// A lone caller's latency is unchanged (one slot, no waiting). Corpus workers (4 processes per
+// GPU) ran the same with 1 or 4 slots: their bound is elsewhere (docs/benchmarks.md).
+// Device memory: ~17 bytes per byte of text (+16 for blockbpe*), per slot in use.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -297,7 +303,7 @@ struct SnappySlot : StreamSlot {
 
 // Tokenizing: up to 4 calls at once (GPUTOK_GPU_ENCODE_SLOTS: 1-8; 1 is the
 // encoder before slots, one call at a time). Calls take the lowest free slot, so one caller
-// at a time uses (and allocates) slot 0 only. Measured: see GpuEncoder::encode.
+// at a time uses (and allocates) slot 0 only. Measured: the performance notes at the top.
 constexpr size_t kEncodeSlots = 8;         // slots made (lazily: a slot costs nothing unused)
 constexpr size_t kDefaultEncodeSlots = 4;  // slots used unless GPUTOK_GPU_ENCODE_SLOTS says
 struct EncodeSlot : StreamSlot {

@@ -353,6 +353,25 @@ __device__ __forceinline__ bool fragment_of(const uint8_t* src, uint8_t* dst, co
 // ms instead of 3.3 (H200, 2026-11-23). The input is read through L1 instead.
 constexpr uint32_t kSnappyDecodeSmem = kSnappyFragment;
 
+// One tag's bytes, written by the 32 lanes of a warp at `out`: a literal's `len` bytes from
+// `lit` (offset 0), or a copy from `offset` bytes back. A copy that overlaps its own output
+// (offset < len) repeats the `offset` bytes before it, as snappy means: lane reads of
+// from[i % offset] all lie before `out`, so no lane waits for another's write. The caller
+// syncs the warp before the next tag. The input is read-only in these kernels, hence __ldg.
+// (Shared by the three decode kernels: tagwise, windowed for its serial tags, sequential.)
+__device__ __forceinline__ void warp_copy_tag(uint8_t* out, const uint8_t* lit, uint32_t len,
+                                              uint32_t offset, uint32_t lane) {
+  if (offset == 0) {
+    for (uint32_t i = lane; i < len; i += 32) out[i] = __ldg(lit + i);
+  } else if (offset >= len) {
+    const uint8_t* from = out - offset;
+    for (uint32_t i = lane; i < len; i += 32) out[i] = from[i];
+  } else {
+    const uint8_t* from = out - offset;
+    for (uint32_t i = lane; i < len; i += 32) out[i] = from[i % offset];
+  }
+}
+
 __global__ void snappy_decode_tagwise_kernel(const uint8_t* src, uint8_t* dst,
                                              const SnappyJob* jobs, uint32_t n_jobs,
                                              uint32_t n_frags, const uint32_t* frag_ip,
@@ -383,18 +402,7 @@ __global__ void snappy_decode_tagwise_kernel(const uint8_t* src, uint8_t* dst,
     SnappyTag next{};
     const bool have_next =
         op + t.len < len && ip_next < in_n && snappy_tag(in, ip_next, in_n, next);
-    if (t.offset == 0) {
-      const uint8_t* lit = in + ip + t.size;
-      for (uint32_t i = lane; i < t.len; i += 32) frag_buf[op + i] = lit[i];
-    } else {
-      const uint32_t from = op - t.offset;
-      if (t.offset >= t.len) {
-        for (uint32_t i = lane; i < t.len; i += 32) frag_buf[op + i] = frag_buf[from + i];
-      } else {
-        for (uint32_t i = lane; i < t.len; i += 32)
-          frag_buf[op + i] = frag_buf[from + i % t.offset];
-      }
-    }
+    warp_copy_tag(frag_buf + op, in + ip + t.size, t.len, t.offset, lane);
     ip = ip_next;
     op += t.len;
     t = next;
@@ -522,14 +530,7 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
       const uint32_t s_len = __shfl_sync(kAll, t.len, s);
       const uint32_t s_off = __shfl_sync(kAll, t.offset, s);
       const uint64_t s_lit = __shfl_sync(kAll, (unsigned long long)lit_at, s);
-      if (s_off == 0) {
-        for (uint32_t i = lane; i < s_len; i += 32) frag_buf[s_op + i] = __ldg(in + s_lit + i);
-      } else if (s_off >= s_len) {
-        for (uint32_t i = lane; i < s_len; i += 32) frag_buf[s_op + i] = frag_buf[s_op - s_off + i];
-      } else {
-        for (uint32_t i = lane; i < s_len; i += 32)
-          frag_buf[s_op + i] = frag_buf[s_op - s_off + i % s_off];
-      }
+      warp_copy_tag(frag_buf + s_op, in + s_lit, s_len, s_off, lane);
       __syncwarp();
     }
   }
@@ -562,19 +563,8 @@ __global__ void snappy_decode_sequential_kernel(const uint8_t* src, uint8_t* dst
       if (lane == 0) status[j] = kSnappyCorrupt;
       return;
     }
-    if (t.offset == 0) {
-      const uint8_t* lit = in + ip + t.size;
-      for (uint32_t i = lane; i < t.len; i += 32) out[op + i] = lit[i];
-      ip += t.size + t.len;
-    } else {
-      const uint8_t* from = out + op - t.offset;
-      if (t.offset >= t.len) {
-        for (uint32_t i = lane; i < t.len; i += 32) out[op + i] = from[i];
-      } else {
-        for (uint32_t i = lane; i < t.len; i += 32) out[op + i] = from[i % t.offset];
-      }
-      ip += t.size;
-    }
+    warp_copy_tag(out + op, in + ip + t.size, t.len, t.offset, lane);
+    ip += t.size + (t.offset == 0 ? t.len : 0);
     op += t.len;
     __syncwarp();
   }
