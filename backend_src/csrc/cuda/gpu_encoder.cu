@@ -357,6 +357,19 @@ struct GpuEncoder::Impl {
     tables.release();
   }
 
+  // fn(slot) for every slot, encode and decode, each under its lock in turn.
+  template <typename Fn>
+  void for_each_slot(Fn&& fn) {
+    for (EncodeSlot& s : encode_slots) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      fn(s);
+    }
+    for (SnappySlot& s : snappy_slots) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      fn(s);
+    }
+  }
+
   float run_chunk(EncodeSlot& S, const GpuOptions& o, const std::vector<std::string_view>& segments,
                   const Unit* units, size_t n_units, Algorithm algorithm, GpuOutput& out,
                   std::vector<int64_t>& ends);
@@ -435,14 +448,7 @@ void GpuEncoder::set_pool_limit(size_t bytes) {
     I.snappy_pool_limit.store(bytes);
   }
   GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
-  for (EncodeSlot& s : I.encode_slots) {
-    std::lock_guard<std::mutex> slot_lock(s.mu);
-    s.trim(bytes);
-  }
-  for (SnappySlot& s : I.snappy_slots) {
-    std::lock_guard<std::mutex> slot_lock(s.mu);
-    s.trim(bytes);
-  }
+  I.for_each_slot([&](StreamSlot& s) { s.trim(bytes); });
 }
 
 void GpuEncoder::set_cpu_below_bytes(size_t bytes) {
@@ -462,14 +468,7 @@ GpuCounters GpuEncoder::counters() const {
     c = I.counters;
   }
   c.device_bytes = 0;
-  for (EncodeSlot& s : I.encode_slots) {
-    std::lock_guard<std::mutex> slot_lock(s.mu);
-    s.add_to(c);
-  }
-  for (SnappySlot& s : I.snappy_slots) {
-    std::lock_guard<std::mutex> slot_lock(s.mu);
-    s.add_to(c);
-  }
+  I.for_each_slot([&](StreamSlot& s) { s.add_to(c); });
   return c;
 }
 

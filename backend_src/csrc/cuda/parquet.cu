@@ -323,18 +323,21 @@ __global__ void snappy_starts_kernel(const uint8_t* src, const SnappyJob* jobs, 
   frag_ip[f] = uint32_t(q);
 }
 
-// Fragment f of the call: its job's index, its input and its output range (out, len). False
-// when f is past the end or its job is not decoded by fragments (corrupt, or left to the
-// sequential kernel).
+// The block's fragment (blockIdx.x) of the call: its job's index, its input, where its first
+// tag starts in it (ip), and its output range (out, len). False when the block is past the
+// last fragment or the job is not decoded by fragments (corrupt, or left to the sequential
+// kernel).
 struct FragmentOf {
   uint32_t j, len;
   const uint8_t* in;  // the job's snappy stream, in_n bytes
-  uint64_t in_n;
+  uint64_t in_n, ip;
   uint8_t* out;  // where the fragment's output goes
 };
 __device__ __forceinline__ bool fragment_of(const uint8_t* src, uint8_t* dst, const SnappyJob* jobs,
                                             uint32_t n_jobs, uint32_t n_frags,
-                                            const int32_t* status, uint32_t f, FragmentOf& fr) {
+                                            const uint32_t* frag_ip, const int32_t* status,
+                                            FragmentOf& fr) {
+  const uint32_t f = blockIdx.x;
   if (f >= n_frags) return false;
   fr.j = find_job(jobs, n_jobs, f, false);
   if (status[fr.j] != kSnappyFragmented) return false;
@@ -344,6 +347,7 @@ __device__ __forceinline__ bool fragment_of(const uint8_t* src, uint8_t* dst, co
   fr.in = src + job.src;
   fr.in_n = job.src_size;
   fr.out = dst + job.dst + first;
+  fr.ip = frag_ip[f];
   return true;
 }
 
@@ -377,14 +381,13 @@ __global__ void snappy_decode_tagwise_kernel(const uint8_t* src, uint8_t* dst,
                                              uint32_t n_frags, const uint32_t* frag_ip,
                                              int32_t* status) {
   extern __shared__ uint8_t frag_buf[];  // the fragment's output
-  const uint32_t f = blockIdx.x;
   const uint32_t lane = threadIdx.x;
   FragmentOf fr;
-  if (!fragment_of(src, dst, jobs, n_jobs, n_frags, status, f, fr)) return;
+  if (!fragment_of(src, dst, jobs, n_jobs, n_frags, frag_ip, status, fr)) return;
   const uint8_t* in = fr.in;
   const size_t in_n = fr.in_n;
   const uint32_t len = fr.len;
-  size_t ip = frag_ip[f];
+  size_t ip = fr.ip;
   uint32_t op = 0;
   bool ok = true;
   // The next tag is parsed before this one's bytes are copied: its loads (input only) then
@@ -435,10 +438,9 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
                                               int32_t* status) {
   extern __shared__ uint8_t frag_smem[];
   constexpr unsigned kAll = 0xFFFFFFFFu;
-  const uint32_t f = blockIdx.x;
   const uint32_t lane = threadIdx.x;
   FragmentOf fr;
-  if (!fragment_of(src, dst, jobs, n_jobs, n_frags, status, f, fr)) return;
+  if (!fragment_of(src, dst, jobs, n_jobs, n_frags, frag_ip, status, fr)) return;
   const uint8_t* in = fr.in;
   const uint64_t in_n = fr.in_n;
   // The fragment's output: in shared memory (64 KiB a block, so 3 blocks an SM), or straight
@@ -446,7 +448,7 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
   // fragments decode at once (GPUTOK_SNAPPY_DECODE=global).
   uint8_t* frag_buf = kInShared ? frag_smem : fr.out;
   const uint32_t len = fr.len;
-  uint64_t ip = frag_ip[f];
+  uint64_t ip = fr.ip;
   uint32_t op = 0;
   bool ok = true;
   while (op < len) {
