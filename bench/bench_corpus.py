@@ -37,6 +37,7 @@ subsection under "## Corpus tokenization" in ``docs/benchmarks.md`` (other secti
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime as dt
 import json
 import os
@@ -315,6 +316,30 @@ def _install_contender(kind: str, rayon_threads: int, paths: list[str]) -> str:
     return kind
 
 
+def _sampler(action: str, path: str):
+    """On a Dask worker: thread_sampler.start() or .stop() (--sample-threads)."""
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import thread_sampler
+
+    return thread_sampler.start() if action == "start" else thread_sampler.stop()
+
+
+def merge_samples(per_worker: dict) -> dict:
+    """The workers' thread_sampler results summed: CPU s per thread kind, on-CPU samples."""
+    threads: collections.Counter = collections.Counter()
+    samples: collections.Counter = collections.Counter()
+    for r in per_worker.values():
+        if r:
+            threads.update(r["threads"])
+            samples.update(r["samples"])
+    return {
+        "workers": len(per_worker),
+        "threads_cpu_s": {k: round(v, 2) for k, v in threads.most_common()},
+        "samples": dict(samples.most_common(40)),
+    }
+
+
 def run_dask(
     inputs: Path,
     out: Path,
@@ -333,6 +358,7 @@ def run_dask(
     contender: str | None = None,
     switch_interval_ms: float | None = None,
     parquet_decoder: str = "auto",
+    sample_threads: bool = False,
 ) -> dict:
     """Time ``tokenize_corpus`` on a local cluster: gputok on ``gpus`` GPUs with
     ``workers_per_gpu`` processes each (or ``workers`` CPU workers), or, with ``contender``,
@@ -369,8 +395,10 @@ def run_dask(
         tpw = max(nthreads.values())
         # gputok CPU threads per call: the cores shared by every shard in flight.
         threads = max(1, ncores() // max(1, sum(nthreads.values())))
-        times, run, busy, cpu = [], None, [], HostCpu()
-        for _ in range(repeat + 1):  # the first run warms up (imports, caches) untimed
+        times, run, busy, cpu, sampled = [], None, [], HostCpu(), None
+        for k in range(repeat + 1):  # the first run warms up (imports, caches) untimed
+            if sample_threads and k == 1:  # the timed runs only
+                client.run(_sampler, "start", str(REPO / "bench"))
             # The last run's shards go before the clock starts, as for the in-process
             # contenders (overwrite=True would delete them inside the timed run).
             shutil.rmtree(out, ignore_errors=True)
@@ -393,7 +421,10 @@ def run_dask(
             )
             times.append(run.seconds)
             busy.append(cpu.stop())
+        if sample_threads:
+            sampled = merge_samples(client.run(_sampler, "stop", str(REPO / "bench")))
         return {
+            "thread_sample": sampled,
             "seconds": times[1:],
             "warmup_s": times[0],
             "entries": run.manifest["shards"],
@@ -646,6 +677,12 @@ def main() -> int:
         "library's, 4 on the GPU, 1 on the CPU and for gigatoken)",
     )
     ap.add_argument(
+        "--sample-threads",
+        action="store_true",
+        help="gputok rows: CPU seconds per thread kind and on-CPU Python frames in every "
+        "worker during the timed runs (bench/thread_sampler.py), in the log and the JSON",
+    )
+    ap.add_argument(
         "--threads-in-process",
         action="store_true",
         help="workers as threads of this process (default: processes)",
@@ -770,6 +807,7 @@ def main() -> int:
             kw.pop("tpw", tpw),
             min_batch,
             switch_interval_ms=args.switch_interval_ms,
+            sample_threads=kw.pop("sample", False),
             **kw,
         )
 
@@ -813,6 +851,7 @@ def main() -> int:
             workers_per_gpu=pw,
             tpw=args.threads_per_worker,
             parquet_decoder=dec,
+            sample=args.sample_threads,
         )
         s = statistics.median(r["seconds"])
         on_gpu = "cuda" in r["devices"]
@@ -837,8 +876,14 @@ def main() -> int:
                 "stage_seconds": {k: round(v, 3) for k, v in r["stage_seconds"].items()},
                 "cpu_busy": r["cpu_busy"],
                 "parquet_decoder": dec,
+                **({"thread_sample": r["thread_sample"]} if r["thread_sample"] else {}),
             }
         )
+        if r["thread_sample"]:
+            ts = r["thread_sample"]
+            log(f"CPU s per thread kind, summed over workers and timed runs: {ts['threads_cpu_s']}")
+            for where, n in list(ts["samples"].items())[:25]:
+                log(f"  {n:6d}  {where}")
         log(
             f"gputok x{w}, {pw} per GPU, Parquet by {dec} ({'/'.join(r['devices'])}, {r['threads_per_worker']} shard(s) per "
             f"worker at once): {s:.3f} s, {nbytes / s / 1e9:.3f} GB/s, "
