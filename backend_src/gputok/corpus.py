@@ -905,8 +905,9 @@ def _worker_device_id(spec: dict) -> int:
 def _tokenizer(device: str, device_id: int):
     """This process's tokenizer for (device, device_id), built once and shared by all its
     threads: a worker running several shards at once (threads_per_worker > 1) holds one GPU
-    tokenizer (one context, one memory pool), whose bindings serialize the GPU calls with a
-    mutex; the CPU tokenizer is safe to call from several threads too."""
+    tokenizer (one context), which runs up to 4 of their calls at once, each on a stream and
+    memory pool of its own (GpuEncoder's slots); the CPU tokenizer is safe to call from several
+    threads too."""
     key = (device, device_id)
     with _TOK_LOCK:
         tok = _TOKENIZERS.get(key)
