@@ -8,8 +8,13 @@
 #                            sm_90 against CPython 3.12 (scripts/gpu_check.sh uses them, and
 #                            rebuilds there if they do not import)
 #   .carry/corpus-bench.jsonl.xz   the 85 MB benchmark corpus, xz'd (~15 MB)
+#   .servecarry/             (only when asked for: serve) the tritonserver of nvidia-pytriton
+#                            0.7.0 from this venv, trimmed to the server, its libraries without
+#                            libpython and the CPython 3.12 stub (xz, ~27 MB), and a numpy
+#                            1.26.4 cp312 wheel for the stub's environment (~18 MB); carry it
+#                            with .gpucarry only (64 MiB in all): scripts/gpu_serve_check.sh
 #
-#   bash scripts/gpu_carry.sh [whl,build,corpus]      (default: all three)
+#   bash scripts/gpu_carry.sh [whl,build,corpus,serve]      (default: whl,build,corpus)
 #
 # Then e.g. run(carry=[".whl", ".gpucarry", ".carry"], command="bash scripts/gpu_check.sh") or
 # "bash scripts/gpu_corpus_bench.sh". These folders are git-ignored and do not survive a fresh
@@ -48,6 +53,26 @@ if has build; then
   mkdir -p .gpucarry/gpu
   cp $B/_core.cpython-312-*.so $B/test_device_tables .gpucarry/gpu/
   ls -la .gpucarry/gpu
+fi
+
+if has serve; then
+  S=.servecarry
+  mkdir -p $S
+  SP=$($PY -c "import site; print(site.getsitepackages()[0])")
+  [ -d "$SP/pytriton/tritonserver" ] || { echo "nvidia-pytriton is not in $PY's environment (make setup)" >&2; exit 1; }
+  T=$(mktemp -d)
+  mkdir -p "$T/pytriton/tritonserver/python_backend_stubs" "$T/nvidia_pytriton.libs"
+  cp "$SP/pytriton/__init__.py" "$T/pytriton/"
+  cp -r "$SP/pytriton/tritonserver/bin" "$SP/pytriton/tritonserver/backends" "$SP/pytriton/tritonserver/caches" "$T/pytriton/tritonserver/"
+  cp -r "$SP/pytriton/tritonserver/python_backend_stubs/3.12" "$T/pytriton/tritonserver/python_backend_stubs/"
+  cp "$SP"/nvidia_pytriton.libs/* "$T/nvidia_pytriton.libs/"
+  rm -f "$T"/nvidia_pytriton.libs/libpython3-*  # the stub links the machine's own libpython3.12
+  tar -C "$T" -cJf $S/pytriton-trimmed.tar.xz .
+  rm -rf "$T"
+  ls $S/numpy-1.26.4-cp312-*.whl >/dev/null 2>&1 || python3 -m pip download -q --no-deps --only-binary=:all: \
+    --python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -d $S numpy==1.26.4
+  du -sh $S
 fi
 
 if has corpus; then
