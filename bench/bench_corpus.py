@@ -2,8 +2,8 @@
 """Corpus tokenization throughput: `gputok corpus` on N Dask workers vs gigatoken, same run.
 
 Not a test. End to end, in GB/s of UTF-8 text: read the input shards, tokenize, build uint16
-ids with <|endoftext|> after every document, write .bin/.idx, sha256, fsync, rename, write the
-manifest. Both contenders run exactly that pipeline (gputok.corpus.tokenize_shard):
+ids with <|endoftext|> after every document, write .bin/.idx and hash them (--hash), fsync,
+rename, write the manifest. Both contenders run exactly that pipeline (gputok.corpus.tokenize_shard):
 
 * **gputok**: ``tokenize_corpus`` on a local Dask cluster of W workers for each W in
   ``--workers`` (one per GPU via dask-cuda's LocalCUDACluster where installed and a GPU is
@@ -245,6 +245,7 @@ def run_in_process(
     fsync: bool = True,
     shards_at_once: int = 1,
     min_batch_bytes: int | None = None,
+    hash_name: str = "xxh3_128",
 ) -> dict:
     """The shards in this process through tokenize_shard, ``shards_at_once`` at a time (a
     thread pool, as a Dask worker's threads run them), with ``adapter`` in place of gputok;
@@ -279,6 +280,7 @@ def run_in_process(
                 fsync=fsync,
                 min_batch_bytes=min_batch_bytes,
                 parquet_decoder="arrow",  # contenders read through Arrow (see run_dask)
+                hash=hash_name,
             )
             for p, n in zip(paths, names, strict=True)
         ]
@@ -359,6 +361,7 @@ def run_dask(
     switch_interval_ms: float | None = None,
     parquet_decoder: str = "auto",
     sample_threads: bool = False,
+    hash_name: str = "xxh3_128",
 ) -> dict:
     """Time ``tokenize_corpus`` on a local cluster: gputok on ``gpus`` GPUs with
     ``workers_per_gpu`` processes each (or ``workers`` CPU workers), or, with ``contender``,
@@ -417,6 +420,7 @@ def run_dask(
                 fsync=fsync,
                 min_batch_bytes=min_batch_bytes,
                 parquet_decoder=parquet_decoder,
+                hash=hash_name,
                 log=lambda m: None,
             )
             times.append(run.seconds)
@@ -464,7 +468,7 @@ def markdown(rep: dict) -> tuple[str, str]:
             if inp["scale"] > 1
             else ""
         ),
-        "- Timed: read, tokenize, uint16 + <|endoftext|>, write .bin/.idx with sha256, "
+        f"- Timed: read, tokenize, uint16 + <|endoftext|>, write .bin/.idx with their hashes ({rep.get('hash', 'sha256')}), "
         + ("no fsync (--no-fsync), " if rep["no_fsync"] else "fsync, ")
         + ("" if rep.get("early_writeback", True) or rep["no_fsync"] else "no early writeback, ")
         + "rename, manifest; cluster start-up, tokenizer loading and a warm-up run excluded. "
@@ -475,7 +479,7 @@ def markdown(rep: dict) -> tuple[str, str]:
         "gputok: `G GPU × P` is P worker processes on each of G GPUs; each worker runs "
         "`threads/worker` shards at once (Dask threads sharing its one tokenizer); `tok. "
         "threads`: gputok CPU threads per call; `vs 1 GPU`: against one GPU with as many "
-        "workers per GPU. Every gputok run's shards are byte-identical to gigatoken's (sha256).",
+        "workers per GPU. Every gputok run's shards are byte-identical to gigatoken's (same hash).",
         f"- 1-min load average at the start: {rep['loadavg_start'][0]:.1f} (other work on the "
         "machine skews figures)",
         "",
@@ -677,6 +681,12 @@ def main() -> int:
         "library's, 4 on the GPU, 1 on the CPU and for gigatoken)",
     )
     ap.add_argument(
+        "--hash",
+        choices=("xxh3_128", "sha256"),
+        default="xxh3_128",
+        help="how every contender's pipeline hashes the shard files (gputok corpus --hash)",
+    )
+    ap.add_argument(
         "--sample-threads",
         action="store_true",
         help="gputok rows: CPU seconds per thread kind and on-CPU Python frames in every "
@@ -731,6 +741,7 @@ def main() -> int:
         "loadavg_start": list(os.getloadavg()),
         "repeat": repeat,
         "no_fsync": args.no_fsync,
+        "hash": args.hash,
         "early_writeback": not args.no_writeback and not args.no_fsync,
         "threads_per_worker": tpw,
         "gigatoken_shards": k_shards,
@@ -752,7 +763,16 @@ def main() -> int:
 
     def in_process(adapter, out: Path) -> dict:
         return run_in_process(
-            adapter, inputs, out, args.format, sep, repeat, not args.no_fsync, k_shards, min_batch
+            adapter,
+            inputs,
+            out,
+            args.format,
+            sep,
+            repeat,
+            not args.no_fsync,
+            k_shards,
+            min_batch,
+            hash_name=args.hash,
         )
 
     def in_process_summary(label: str, stage_name: str, res: dict, tokens=None) -> dict:
@@ -779,7 +799,7 @@ def main() -> int:
         rep["null"] = in_process_summary("pipeline alone (null tokenizer)", "null", nul)
     g = in_process(GigatokenAdapter(), work / "out-gigatoken")
     tokens = sum(e["tokens"] for e in g["entries"])
-    ref_hashes = [e["bin"]["sha256"] for e in g["entries"]]
+    ref_hashes = [C._digest_of(e["bin"]) for e in g["entries"]]
     rep["input"] = {
         "profile": profile,
         "scale": scale,
@@ -808,6 +828,7 @@ def main() -> int:
             min_batch,
             switch_interval_ms=args.switch_interval_ms,
             sample_threads=kw.pop("sample", False),
+            hash_name=args.hash,
             **kw,
         )
 
@@ -818,7 +839,7 @@ def main() -> int:
         for kind in ("null", "gigatoken") if args.null else ("gigatoken",):
             r = dask_run(work / f"out-dask-{kind}", cw, contender=kind, tpw=ctpw)
             med = statistics.median(r["seconds"])
-            exact = [e["bin"]["sha256"] for e in r["entries"]] == ref_hashes
+            exact = [C._digest_of(e["bin"]) for e in r["entries"]] == ref_hashes
             rep["dask_contenders"].append(
                 {
                     "name": kind,
@@ -855,7 +876,7 @@ def main() -> int:
         )
         s = statistics.median(r["seconds"])
         on_gpu = "cuda" in r["devices"]
-        exact = [e["bin"]["sha256"] for e in r["entries"]] == ref_hashes
+        exact = [C._digest_of(e["bin"]) for e in r["entries"]] == ref_hashes
         rep["gputok"].append(
             {
                 "gpus": r["gpus"],

@@ -4,7 +4,7 @@ A LocalCluster of 2 workers (threads of this process, except the killed-worker t
 needs real worker processes) tokenizes small multi-shard corpora in text, JSONL and Parquet.
 Every shard must equal tiktoken's ``encode_ordinary`` of each document (+ <|endoftext|>).
 Resume: a rerun after damage, an injected failure or a killed worker process gives the same
-manifest (sha256 of every file) as a clean run.
+manifest (the hash of every file) as a clean run.
 """
 
 from __future__ import annotations
@@ -207,6 +207,58 @@ def test_resume_redoes_damaged_and_partial(client, tmp_path, docs, ref):
     r = run(client, inputs, out)
     assert r.verified == [f"shard_{k:05d}" for k in range(N_SHARDS)]
     assert r.stage_seconds == dict.fromkeys([*STAGES, "task"], 0.0)
+
+
+def test_hashes_default_xxh3_sha256_on_request_and_old_shards_still_verify(
+    client, tmp_path, docs, ref
+):
+    """--hash: xxh3_128 by default (xxhash's digest of the file), sha256 on request. A resume
+    with the other choice keeps and checks each shard by the hash it was written with, and a
+    flipped byte fails that check whichever hash it is."""
+    import hashlib
+
+    import xxhash
+
+    inputs = write_inputs(tmp_path, "jsonl", docs)
+    out = tmp_path / "out"
+    r = run(client, inputs, out, hash="sha256")
+    assert r.written == [f"shard_{k:05d}" for k in range(N_SHARDS)]
+    for e in r.manifest["shards"]:
+        for part in ("bin", "idx"):
+            data = (out / e[part]["file"]).read_bytes()
+            assert e[part]["sha256"] == hashlib.sha256(data).hexdigest()
+            assert "xxh3_128" not in e[part]
+    r2 = run(client, inputs, out)  # the default, xxh3_128: the sha256 shards still verify
+    assert r2.verified == [f"shard_{k:05d}" for k in range(N_SHARDS)] and r2.written == []
+    assert r2.manifest["shards"] == r.manifest["shards"]
+    b = bytearray((out / "shard_00001.bin").read_bytes())
+    b[3] ^= 1
+    (out / "shard_00001.bin").write_bytes(bytes(b))
+    assert verify_corpus(out) == ["shard_00001: shard_00001.bin: sha256 differs from the manifest"]
+    r3 = run(client, inputs, out)  # redone, now with the default hash
+    assert r3.written == ["shard_00001"]
+    e = next(e for e in r3.manifest["shards"] if e["name"] == "shard_00001")
+    for part in ("bin", "idx"):
+        data = (out / e[part]["file"]).read_bytes()
+        assert e[part]["xxh3_128"] == xxhash.xxh3_128(data).hexdigest() and "sha256" not in e[part]
+    check_output(out, ref, docs)
+    b = bytearray((out / "shard_00001.idx").read_bytes())
+    b[9] ^= 1
+    (out / "shard_00001.idx").write_bytes(bytes(b))
+    assert verify_corpus(out) == [
+        "shard_00001: shard_00001.idx: xxh3_128 differs from the manifest"
+    ]
+
+
+def test_hash_choices_are_checked(client, tmp_path, docs, monkeypatch):
+    """An unknown hash, or xxh3_128 without the xxhash package, fails before any work."""
+    inputs = write_inputs(tmp_path, "jsonl", docs)
+    with pytest.raises(ValueError, match="hash must be one of"):
+        run(client, inputs, tmp_path / "a", hash="md5")
+    monkeypatch.setitem(sys.modules, "xxhash", None)  # import xxhash raises ImportError
+    with pytest.raises(CorpusError, match="needs the xxhash package"):
+        run(client, inputs, tmp_path / "b")
+    assert not (tmp_path / "b").exists() or not list((tmp_path / "b").iterdir())
 
 
 @pytest.mark.parametrize("stage", ["mid", "before_entry"])

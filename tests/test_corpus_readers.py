@@ -211,7 +211,7 @@ def test_buffer_and_list_paths_write_identical_shards(tmp_path, tok, corpus, fmt
         )
         entry = C.tokenize_shard(spec)["entry"]
         assert adapter.calls > 2  # several batches
-        hashes[adapter.device] = (entry["bin"]["sha256"], entry["idx"]["sha256"], entry)
+        hashes[adapter.device] = (entry["bin"]["xxh3_128"], entry["idx"]["xxh3_128"], entry)
         tokens, offsets = C.load_shard(out, "shard_00000")
         kept = [d for d in docs if d or not skip_empty]
         assert len(offsets) == len(kept) + 1 and entry["skipped_empty"] == len(docs) - len(kept)

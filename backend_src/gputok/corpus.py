@@ -7,7 +7,8 @@ GPU where one is usable, else the native CPU path) and writes, per shard ``NAME`
 * ``NAME.idx``  raw little-endian int64 document offsets, ``documents + 1`` of them, starting at
   0 and ending at the token count: document ``i`` is ``bin[idx[i]:idx[i+1]]`` (with ``eot``,
   that slice ends with ``<|endoftext|>``);
-* ``NAME.json`` the shard's manifest entry (counts, sizes, sha256 of both files).
+* ``NAME.json`` the shard's manifest entry (counts, sizes, the hash of both files:
+  xxh3_128 by default, or sha256; HASHES).
 
 and the driver writes ``manifest.json`` (all entries plus totals). See docs/corpus.md.
 
@@ -16,13 +17,13 @@ file, also among the tasks one worker process runs at once), fsynced and renamed
 ``NAME.json`` is written last the same way, after the old one was removed, and the directory
 fsync after its rename makes all three renames durable. Shard files start their writeback
 while they are written (WRITEBACK_BYTES), so the fsync at a shard's end waits for its tail. A shard counts as done only when its entry exists and both files match the entry's
-sizes and sha256, so a worker killed mid-shard leaves nothing that looks complete; a restart
+sizes and hashes, so a worker killed mid-shard leaves nothing that looks complete; a restart
 re-hashes (on the workers) and skips what verifies, and redoes the rest.
 
 Dask is imported lazily: ``import gputok`` and the readers here work without it.
 
 Performance notes. Per worker, a reader thread parses batch k+1, gputok tokenizes batch k
-straight into uint16 + EOT (GIL released) and a writer thread sha256-hashes and writes batch
+straight into uint16 + EOT (GIL released) and a writer thread hashes and writes batch
 k-1 (other tokenizers' ids are packed there, _pack). Batches reach the tokenizer as one buffer +
 offsets (Tokenizer.encode_buffer_uint16: no Python object per document); a shard is cut into
 at least PIPELINE_BATCHES batches so the stages overlap within it; a GPU worker runs several shards at once (Dask threads, sharing its one
@@ -816,12 +817,49 @@ def _json_bytes(obj) -> bytes:
     return (json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def sha256_file(path: str, chunk: int = 8 << 20) -> str:
-    h = hashlib.sha256()
+# How shard files are hashed (the manifest records each file's digest under the algorithm's
+# name, and a resume checks it with the same one). xxh3_128 (the xxhash package, `xxhsum -H2`
+# on the command line) is the default: an integrity check against torn or altered files, at
+# ~9 GB/s a core against sha256's ~1 (2-core dev VM; 1.3 GB/s on the H100 host, where sha256
+# was the largest host cost of a GPU worker after the tokenizer: 0.75 CPU s per GB of text,
+# docs/benchmarks.md 2026-11-24). sha256 stays for users who want a cryptographic digest.
+HASHES = ("xxh3_128", "sha256")
+
+
+def new_hasher(algorithm: str):
+    """A hashlib-style object (update, hexdigest) for one of HASHES."""
+    if algorithm == "sha256":
+        return hashlib.sha256()
+    if algorithm == "xxh3_128":
+        try:
+            import xxhash
+        except ImportError:
+            raise CorpusError(
+                "hashing shards with xxh3_128 needs the xxhash package: pip install -r "
+                "requirements/corpus.txt (or choose --hash sha256)"
+            ) from None
+        return xxhash.xxh3_128()
+    raise ValueError(f"hash must be one of {HASHES}, got {algorithm!r}")
+
+
+def hash_file(path: str, algorithm: str = "sha256", chunk: int = 8 << 20) -> str:
+    h = new_hasher(algorithm)
     with open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def sha256_file(path: str, chunk: int = 8 << 20) -> str:
+    return hash_file(path, "sha256", chunk)
+
+
+def _digest_of(rec: dict) -> tuple[str, str] | None:
+    """(algorithm, digest) that a manifest file record carries, or None."""
+    for algorithm in HASHES:
+        if isinstance(rec.get(algorithm), str):
+            return algorithm, rec[algorithm]
+    return None
 
 
 # Early writeback: every WRITEBACK_BYTES written to a durable shard file, the kernel is asked
@@ -838,14 +876,15 @@ def _early_writeback() -> bool:
 
 
 class _HashedFile:
-    """A temporary output file that hashes what it writes (sha256 releases the GIL); with
+    """A temporary output file that hashes what it writes (``algorithm``, one of HASHES); with
     ``writeback``, it starts the disk writes of every WRITEBACK_BYTES as they come."""
 
-    def __init__(self, final: str, writeback: bool = False):
+    def __init__(self, final: str, writeback: bool = False, algorithm: str = "sha256"):
         self.final = final
+        self.algorithm = algorithm
+        self.h = new_hasher(algorithm)  # first: an unknown algorithm leaves no temp file
         self.tmp = _tmp_name(final)
         self.f = open(self.tmp, "wb")  # noqa: SIM115 - closed in commit/abort
-        self.h = hashlib.sha256()
         self.size = 0
         self.writeback = writeback
         self.kicked = 0  # bytes whose writeback has been started
@@ -871,7 +910,7 @@ class _HashedFile:
         return {
             "file": os.path.basename(self.final),
             "bytes": self.size,
-            "sha256": self.h.hexdigest(),
+            self.algorithm: self.h.hexdigest(),
         }
 
     def abort(self) -> None:
@@ -992,8 +1031,8 @@ def settings_digest(settings: dict) -> str:
 
 
 def verify_entry(out_dir: str, entry: dict, *, hashes: bool = True) -> str | None:
-    """None when the shard's files match ``entry`` (sizes, and sha256 when ``hashes``), else
-    why not."""
+    """None when the shard's files match ``entry`` (sizes, and the recorded digest, xxh3_128 or
+    sha256, when ``hashes``), else why not."""
     for part in ("bin", "idx"):
         rec = entry.get(part) or {}
         if rec.get("file") != f"{entry.get('name')}.{part}":
@@ -1003,8 +1042,13 @@ def verify_entry(out_dir: str, entry: dict, *, hashes: bool = True) -> str | Non
             return f"{rec['file']} missing"
         if os.path.getsize(path) != rec.get("bytes"):
             return f"{rec['file']}: size {os.path.getsize(path)} != {rec.get('bytes')}"
-        if hashes and sha256_file(path) != rec.get("sha256"):
-            return f"{rec['file']}: sha256 differs from the manifest"
+        if hashes:
+            recorded = _digest_of(rec)
+            if recorded is None:
+                return f"{rec['file']}: the entry has no hash"
+            algorithm, digest = recorded
+            if hash_file(path, algorithm) != digest:
+                return f"{rec['file']}: {algorithm} differs from the manifest"
     return None
 
 
@@ -1214,8 +1258,9 @@ def tokenize_shard(spec: dict) -> dict:
     source = _source_stat(spec["path"])
     eot = 50256 if spec["eot"] else None
     writeback = spec.get("fsync", True) and _early_writeback()
-    bin_f = _HashedFile(os.path.join(out_dir, f"{name}.bin"), writeback)
-    idx_f = _HashedFile(os.path.join(out_dir, f"{name}.idx"), writeback)
+    algorithm = spec.get("hash", "sha256")
+    bin_f = _HashedFile(os.path.join(out_dir, f"{name}.bin"), writeback, algorithm)
+    idx_f = _HashedFile(os.path.join(out_dir, f"{name}.idx"), writeback, algorithm)
     docs_n = tokens_n = text_bytes = skipped_bad = skipped_empty = 0
     # Seconds this task's thread spent in each stage: waiting for the reader, encoding,
     # waiting for the writer, fsync + rename. Where a run's time goes (bench_corpus.py).
@@ -1620,6 +1665,7 @@ def shard_spec(
     min_batch_bytes: int | None = None,
     fsync: bool = True,
     parquet_decoder: str = "auto",
+    hash: str = "xxh3_128",  # noqa: A002 - mirrors the CLI option
     manifest_entry: dict | None = None,
     _fault: dict | None = None,
 ) -> dict:
@@ -1639,6 +1685,7 @@ def shard_spec(
         "min_batch_bytes": None if min_batch_bytes is None else int(min_batch_bytes),
         "fsync": bool(fsync),
         "parquet_decoder": parquet_decoder,
+        "hash": hash,
         "manifest_entry": manifest_entry,
         "_fault": _fault,
     }
@@ -1669,6 +1716,7 @@ def tokenize_corpus(
     workers_per_gpu: int | None = None,
     fsync: bool = True,
     parquet_decoder: str = "auto",
+    hash: str = "xxh3_128",  # noqa: A002 - mirrors the CLI option
     log: Callable[[str], None] | None = None,
     _fault: dict | None = None,
 ) -> CorpusRun:
@@ -1698,7 +1746,9 @@ def tokenize_corpus(
     decompressed on the GPU of GPU workers and on the CPU of CPU workers; "gputok-gpu", the
     same; "gputok", the page reader on the CPU everywhere; "arrow", Arrow. Row groups the page
     reader cannot read (other codecs or encodings) go to Arrow; the output is the same either
-    way (docs/corpus.md, "Parquet decoding").
+    way (docs/corpus.md, "Parquet decoding"). hash: how the shard files are hashed for the
+    manifest (HASHES): "xxh3_128" (default; the xxhash package) or "sha256". Shards written
+    earlier keep the digest they were written with, and a resume checks that one.
     """
     log = log or (lambda msg: print(msg, flush=True))
     if parquet_decoder not in PARQUET_DECODERS:
@@ -1707,6 +1757,7 @@ def tokenize_corpus(
         )
     if errors not in ERROR_POLICIES:
         raise ValueError(f"errors must be one of {ERROR_POLICIES}, got {errors!r}")
+    new_hasher(hash)  # an unknown name, or xxhash missing here, fails before any work
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     t_start = time.perf_counter()
@@ -1768,6 +1819,7 @@ def tokenize_corpus(
                 min_batch_bytes=min_batch_bytes,
                 fsync=fsync,
                 parquet_decoder=parquet_decoder,
+                hash=hash,
                 manifest_entry=previous.get(n),
                 _fault=_fault,
             )
