@@ -240,14 +240,13 @@ struct StreamSlot {
   GpuCounters counters;
   std::unique_ptr<ThreadPool> pool;  // host copies; a ThreadPool runs one job at a time
 
-  // Makes the stream on first use; the caller holds mu and has set the device.
-  bool open(bool blocking_sync) {
-    if (stream) return false;
-    GPUTOK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    if (blocking_sync)
+  // Makes the stream (and the blocking-sync event) on first use; the caller holds mu and has
+  // set the device. Without the event, wait() spins on the stream instead.
+  void open(bool blocking_sync) {
+    if (!stream) GPUTOK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    if (blocking_sync && !ev_sync)
       GPUTOK_CUDA(
           cudaEventCreateWithFlags(&ev_sync, cudaEventBlockingSync | cudaEventDisableTiming));
-    return true;
   }
   void wait() { wait_for(stream, ev_sync); }
   // Frees the device buffer when it is over `limit` (set_pool_limit); the caller holds mu.
@@ -312,10 +311,11 @@ struct EncodeSlot : StreamSlot {
   cudaGraphExec_t graph_exec = nullptr;                                // GPUTOK_GPU_GRAPH=1
   std::vector<Piece> pieces;  // CPU pretokenization scratch
 
+  // The stream and the events, each made once (a failed creation is tried again next call).
   void open_events(bool blocking_sync) {
-    if (!open(blocking_sync)) return;
+    open(blocking_sync);
     for (cudaEvent_t* e : {&ev0, &ev1, &ev_pre, &ev_merge, &ev_mid})
-      GPUTOK_CUDA(cudaEventCreate(e));
+      if (!*e) GPUTOK_CUDA(cudaEventCreate(e));
   }
   ~EncodeSlot() {
     if (stream) cudaStreamSynchronize(stream);
