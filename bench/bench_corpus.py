@@ -245,7 +245,8 @@ def run_in_process(
     fsync: bool = True,
     shards_at_once: int = 1,
     min_batch_bytes: int | None = None,
-    hash_name: str = "xxh3_128",
+    *,
+    hash_name: str,
 ) -> dict:
     """The shards in this process through tokenize_shard, ``shards_at_once`` at a time (a
     thread pool, as a Dask worker's threads run them), with ``adapter`` in place of gputok;
@@ -361,7 +362,7 @@ def run_dask(
     switch_interval_ms: float | None = None,
     parquet_decoder: str = "auto",
     sample_threads: bool = False,
-    hash_name: str = "xxh3_128",
+    hash_name: str,
 ) -> dict:
     """Time ``tokenize_corpus`` on a local cluster: gputok on ``gpus`` GPUs with
     ``workers_per_gpu`` processes each (or ``workers`` CPU workers), or, with ``contender``,
@@ -590,6 +591,8 @@ def write_docs(path: Path, heading: str, body: str) -> None:
 
 
 def main() -> int:
+    from gputok import corpus as C  # no Dask: that is imported lazily
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--quick",
@@ -682,8 +685,8 @@ def main() -> int:
     )
     ap.add_argument(
         "--hash",
-        choices=("xxh3_128", "sha256"),
-        default="xxh3_128",
+        choices=C.HASHES,
+        default=C.DEFAULT_HASH,
         help="how every contender's pipeline hashes the shard files (gputok corpus --hash)",
     )
     ap.add_argument(
@@ -718,7 +721,6 @@ def main() -> int:
     os.environ.setdefault("RAYON_NUM_THREADS", str(ncores()))  # gigatoken: all cores
     if args.no_writeback:  # before any worker starts: they inherit it
         os.environ["GPUTOK_CORPUS_WRITEBACK"] = "0"
-    from gputok import corpus as C
 
     gpus = C.local_gpus(args.device)
     pw1 = C.default_workers_per_gpu(gpus)

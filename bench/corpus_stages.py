@@ -5,8 +5,8 @@ Reads Parquet shards of the bench corpus the way ``gputok corpus`` does, then ru
 batch through the stages of ``tokenize_shard`` one after another (no overlap), timing wall
 and process CPU time (all threads: the tokenizer's copy pool counts) of each: Parquet
 decoding, tokenizing (gputok on the GPU or CPU, or gigatoken), uint16 + <|endoftext|> packing,
-sha256, writing. The CPU seconds per GB of text are what several shards in flight compete
-for on a host; the GPU's own time is beside them.
+hashing (--hash, as gputok corpus), writing. The CPU seconds per GB of text are what several
+shards in flight compete for on a host; the GPU's own time is beside them.
 
     python bench/corpus_stages.py [--device cuda] [--scale 2] [--shards 8] [--gigatoken]
 """
@@ -14,7 +14,6 @@ for on a host; the GPU's own time is beside them.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import resource
 import sys
@@ -49,6 +48,8 @@ class Clock:
 
 
 def main() -> int:
+    from gputok import corpus as C  # no Dask: that is imported lazily
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--scale", type=int, default=2)
@@ -58,16 +59,16 @@ def main() -> int:
     ap.add_argument(
         "--parquet-decoder",
         default="auto",
-        choices=("auto", "gputok", "gputok-gpu", "arrow"),
+        choices=C.PARQUET_DECODERS,
         help="as gputok corpus --parquet-decoder (auto: snappy on the GPU for a GPU tokenizer)",
     )
+    ap.add_argument("--hash", default=C.DEFAULT_HASH, choices=C.HASHES, help="as gputok corpus")
     args = ap.parse_args()
 
     from bench_corpus import GigatokenAdapter, write_inputs
 
     import gputok
     from corpus_fixture import load_corpus
-    from gputok import corpus as C
 
     work = Path(
         tempfile.mkdtemp(
@@ -100,7 +101,7 @@ def main() -> int:
                 path, "text", C.DEFAULT_BATCH_BYTES, min_batch_bytes=min_batch, decoder=decoder
             )
             out = open(os.path.join(work, "out.bin"), "wb")  # noqa: SIM115
-            h = hashlib.sha256()
+            h = C.new_hasher(args.hash)
             while True:
                 batch = clock.time("parquet decode", next, reader, None)
                 if batch is None:
@@ -114,7 +115,7 @@ def main() -> int:
                     packed, _ends, _bad = clock.time(
                         "pack uint16+eot", C._pack, enc.ids, enc.offsets, 50256
                     )
-                clock.time("sha256", h.update, memoryview(packed).cast("B"))
+                clock.time(args.hash, h.update, memoryview(packed).cast("B"))
                 clock.time("write", out.write, memoryview(packed).cast("B"))
             out.close()
     total_w, total_c = sum(clock.wall.values()), sum(clock.cpu.values())

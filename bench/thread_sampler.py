@@ -94,7 +94,7 @@ def _group(name: str | None) -> str:
     "Dask-Default-Threads-1234-2" -> "Dask-Default-Threads"."""
     if not name:
         return "native"
-    return name.rstrip("0123456789_-").rstrip("0123456789_-")
+    return name.rstrip("0123456789_-")
 
 
 def stop() -> dict | None:

@@ -456,7 +456,7 @@ def test_ids_beyond_uint16_are_refused(tmp_path):
     """Every id is checked before it is narrowed to uint16 (GPT-2's 50256 fits)."""
     from gputok import corpus as C
 
-    files = [C._HashedFile(str(tmp_path / f"x.{e}")) for e in ("bin", "idx")]
+    files = [C._HashedFile(str(tmp_path / f"x.{e}"), False, C.DEFAULT_HASH) for e in ("bin", "idx")]
     try:
         for bad in ([1, 65536], [-1, 5]):
             ids = np.array(bad, dtype=np.int32)

@@ -459,7 +459,7 @@ def test_shard_files_start_their_writeback_early(tmp_path, monkeypatch, env, kic
     real = os.posix_fadvise
     monkeypatch.setattr(os, "posix_fadvise", lambda *a: (calls.append(a[1:3]), real(*a))[1])
     chunk = np.arange(C.WRITEBACK_BYTES // 6 + 1, dtype="<u2")  # just over a third of it
-    f = C._HashedFile(str(tmp_path / "s.bin"), C._early_writeback())
+    f = C._HashedFile(str(tmp_path / "s.bin"), C._early_writeback(), "sha256")
     for _ in range(10):
         f.write(chunk)
     rec = f.finish(True)

@@ -824,6 +824,7 @@ def _json_bytes(obj) -> bytes:
 # was the largest host cost of a GPU worker after the tokenizer: 0.75 CPU s per GB of text,
 # docs/benchmarks.md 2026-11-24). sha256 stays for users who want a cryptographic digest.
 HASHES = ("xxh3_128", "sha256")
+DEFAULT_HASH = HASHES[0]
 
 
 def new_hasher(algorithm: str):
@@ -842,16 +843,12 @@ def new_hasher(algorithm: str):
     raise ValueError(f"hash must be one of {HASHES}, got {algorithm!r}")
 
 
-def hash_file(path: str, algorithm: str = "sha256", chunk: int = 8 << 20) -> str:
+def hash_file(path: str, algorithm: str, chunk: int = 8 << 20) -> str:
     h = new_hasher(algorithm)
     with open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
-
-
-def sha256_file(path: str, chunk: int = 8 << 20) -> str:
-    return hash_file(path, "sha256", chunk)
 
 
 def _digest_of(rec: dict) -> tuple[str, str] | None:
@@ -879,7 +876,7 @@ class _HashedFile:
     """A temporary output file that hashes what it writes (``algorithm``, one of HASHES); with
     ``writeback``, it starts the disk writes of every WRITEBACK_BYTES as they come."""
 
-    def __init__(self, final: str, writeback: bool = False, algorithm: str = "sha256"):
+    def __init__(self, final: str, writeback: bool, algorithm: str):
         self.final = final
         self.algorithm = algorithm
         self.h = new_hasher(algorithm)  # first: an unknown algorithm leaves no temp file
@@ -1258,7 +1255,7 @@ def tokenize_shard(spec: dict) -> dict:
     source = _source_stat(spec["path"])
     eot = 50256 if spec["eot"] else None
     writeback = spec.get("fsync", True) and _early_writeback()
-    algorithm = spec.get("hash", "sha256")
+    algorithm = spec.get("hash", DEFAULT_HASH)
     bin_f = _HashedFile(os.path.join(out_dir, f"{name}.bin"), writeback, algorithm)
     idx_f = _HashedFile(os.path.join(out_dir, f"{name}.idx"), writeback, algorithm)
     docs_n = tokens_n = text_bytes = skipped_bad = skipped_empty = 0
@@ -1665,7 +1662,7 @@ def shard_spec(
     min_batch_bytes: int | None = None,
     fsync: bool = True,
     parquet_decoder: str = "auto",
-    hash: str = "xxh3_128",  # noqa: A002 - mirrors the CLI option
+    hash: str = DEFAULT_HASH,  # noqa: A002 - mirrors the CLI option
     manifest_entry: dict | None = None,
     _fault: dict | None = None,
 ) -> dict:
@@ -1716,7 +1713,7 @@ def tokenize_corpus(
     workers_per_gpu: int | None = None,
     fsync: bool = True,
     parquet_decoder: str = "auto",
-    hash: str = "xxh3_128",  # noqa: A002 - mirrors the CLI option
+    hash: str = DEFAULT_HASH,  # noqa: A002 - mirrors the CLI option
     log: Callable[[str], None] | None = None,
     _fault: dict | None = None,
 ) -> CorpusRun:
