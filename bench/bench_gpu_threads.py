@@ -6,7 +6,15 @@ at once; 1 is one call at a time). In the same run: gigatoken's ``encode_batch``
 tiktoken's ``encode_ordinary_batch`` on all host cores over the same batches, and every
 output is checked against tiktoken's ids before any timing.
 
+``--procs P[,P...]`` also runs P processes at once on the one GPU, each with its own
+tokenizer (its own CUDA context) and --threads callers, as a GPU's corpus workers do: every
+process checks every batch against tiktoken's ids in an untimed pass, then all start the timed
+passes together (a barrier); GB/s is all processes' text over the span from the first start to
+the last end. ``--host-copy`` measures the host's memory copy rate (numpy, 1..cores threads),
+the roof of the pipeline's host copies (staging, copy-out).
+
     python bench/bench_gpu_threads.py [--threads 1,2,4,8] [--slots 1,4] [--batch-mb 4]
+    python bench/bench_gpu_threads.py --threads 4 --slots 4 --procs 1,2,4 --host-copy
 
 Results: bench/results/gpu-threads-<UTC stamp>.json and a table on stdout
 (docs/benchmarks.md records them with date, device and command).
@@ -62,9 +70,10 @@ def expected(batches, tt) -> list[np.ndarray]:
     return out
 
 
-def run_threads(tok, batches, want, threads: int, rounds: int) -> float:
+def run_threads(tok, batches, want, threads: int, rounds: int, check: bool = True) -> float:
     """Seconds for `threads` threads to encode every batch `rounds` times (each thread takes
-    the next batch from a shared counter); checks each batch's ids against `want`."""
+    the next batch from a shared counter); checks each batch's ids against `want` (``check``;
+    --procs checks them in an untimed pass instead)."""
     nxt, lock, bad = [0], threading.Lock(), []
     work = [b for _ in range(rounds) for b in range(len(batches))]
 
@@ -79,7 +88,7 @@ def run_threads(tok, batches, want, threads: int, rounds: int) -> float:
             ids, _ = tok.encode_buffer_uint16(
                 data, offs, separator=EOT, num_threads=1, disallowed_special=()
             )
-            if not np.array_equal(ids, want[work[i]]):
+            if check and not np.array_equal(ids, want[work[i]]):
                 bad.append(work[i])
 
     ts = [threading.Thread(target=worker) for _ in range(threads)]
@@ -93,6 +102,86 @@ def run_threads(tok, batches, want, threads: int, rounds: int) -> float:
     return time.perf_counter() - t0
 
 
+def _proc(rank, args, want_digests, barrier, results) -> None:
+    """One of --procs processes: its own tokenizer, every batch checked (untimed), then the
+    timed passes, started together at a barrier. Puts (rank, start, end, error) on ``results``."""
+    import hashlib
+
+    import gputok
+    from corpus import load_corpus
+
+    try:
+        batches = make_batches(load_corpus("bench"), args.batch_mb, args.total_mb)
+        tok = gputok.gpt2(device="cuda", blocking_sync=True)  # as corpus workers make it
+        for k, (data, offs, _) in enumerate(batches):
+            ids, _ = tok.encode_buffer_uint16(
+                data, offs, separator=EOT, num_threads=1, disallowed_special=()
+            )
+            if hashlib.sha256(ids.tobytes()).hexdigest() != want_digests[k]:
+                raise SystemExit(f"process {rank}: batch {k} differs from tiktoken's ids")
+        # warm, as the one-process rows are: every slot's buffers at full size before timing
+        run_threads(tok, batches, None, args.threads_list[0], 1, check=False)
+        barrier.wait()  # a broken barrier (another process failed) raises here
+        t0 = time.monotonic()  # system-wide clock: comparable across the processes
+        run_threads(tok, batches, None, args.threads_list[0], args.rounds, check=False)
+        results.put((rank, t0, time.monotonic(), None))
+    except BaseException as e:  # noqa: BLE001 - reported by the parent
+        barrier.abort()
+        results.put((rank, 0.0, 0.0, f"{type(e).__name__}: {e}"))
+
+
+def run_procs(procs: int, args, want, size: int) -> float:
+    """GB/s of ``procs`` processes tokenizing at once (see the module docstring)."""
+    import hashlib
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")  # CUDA does not survive fork
+    digests = [hashlib.sha256(w.tobytes()).hexdigest() for w in want]
+    barrier, results = ctx.Barrier(procs), ctx.Queue()
+    ps = [
+        ctx.Process(target=_proc, args=(r, args, digests, barrier, results)) for r in range(procs)
+    ]
+    for p in ps:
+        p.start()
+    got = [results.get(timeout=600) for _ in ps]
+    for p in ps:
+        p.join()
+    errors = [e for *_, e in got if e]
+    if errors:
+        raise SystemExit(f"--procs {procs}: {errors[0]}")
+    span = max(t1 for _, _, t1, _ in got) - min(t0 for _, t0, _, _ in got)
+    return procs * size * args.rounds / span / 1e9
+
+
+def host_copy_rates() -> list[dict]:
+    """The host's memory copy rate: 1..NCPU threads each copying its own 256 MB numpy array
+    (numpy releases the GIL), GB/s copied (read once, written once), best of 3."""
+    n = 256 << 20
+    rows = []
+    for threads in sorted({1, 2, 4, 8, NCPU}):
+        if threads > NCPU:
+            continue
+        src = [np.ones(n, np.uint8) for _ in range(threads)]
+        dst = [np.zeros(n, np.uint8) for _ in range(threads)]  # touched: no page faults timed
+
+        def one(i, src=src, dst=dst):
+            np.copyto(dst[i], src[i])
+
+        def timed(threads=threads, one=one):
+            ts = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
+            t0 = time.perf_counter()
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            return time.perf_counter() - t0
+
+        secs = min(timed() for _ in range(3))
+        rows.append({"threads": threads, "GBps": threads * n / secs / 1e9})
+        print(f"host copy, {threads} thread(s): {rows[-1]['GBps']:.1f} GB/s", flush=True)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default="1,2,4,8", help="caller thread counts (comma list)")
@@ -101,7 +190,16 @@ def main() -> int:
     ap.add_argument("--total-mb", type=float, default=256.0, help="MB of distinct batches")
     ap.add_argument("--rounds", type=int, default=2, help="passes over the batches per timing")
     ap.add_argument("--repeat", type=int, default=3, help="timings per setting (best kept)")
+    ap.add_argument(
+        "--procs",
+        default="",
+        metavar="P[,P...]",
+        help="also P processes at once on the GPU, each with its own tokenizer and the first "
+        "--threads count of callers (4 slots)",
+    )
+    ap.add_argument("--host-copy", action="store_true", help="also the host's memory copy rate")
     args = ap.parse_args()
+    args.threads_list = [int(t) for t in args.threads.split(",")]
 
     import gputok
     from corpus import load_corpus
@@ -142,7 +240,7 @@ def main() -> int:
         os.environ["GPUTOK_GPU_ENCODE_SLOTS"] = str(slots)  # read when a tokenizer is made
         tok = gputok.gpt2(device="cuda", blocking_sync=True)  # as corpus workers make it
         run_threads(tok, batches, want, 4, 1)  # warm: every slot's buffers at full size
-        for threads in [int(t) for t in args.threads.split(",")]:
+        for threads in args.threads_list:
             secs = best(lambda t=threads, g=tok: run_threads(g, batches, want, t, args.rounds))
             rows.append(
                 {
@@ -154,14 +252,27 @@ def main() -> int:
             )
             print(f"slots {slots} threads {threads}: {rows[-1]['GBps']:.2f} GB/s", flush=True)
         del tok
+    for procs in [int(p) for p in args.procs.split(",") if p.strip()]:
+        os.environ["GPUTOK_GPU_ENCODE_SLOTS"] = "4"  # the default; the children inherit it
+        rows.append(
+            {
+                "contender": "gputok encode_buffer_uint16",
+                "procs": procs,
+                "slots": 4,
+                "threads": args.threads_list[0],
+                "GBps": run_procs(procs, args, want, size),
+            }
+        )
+        print(f"{procs} process(es) x {args.threads_list[0]} threads: {rows[-1]['GBps']:.2f} GB/s")
+    copies = host_copy_rates() if args.host_copy else []
     base = next((r["GBps"] for r in rows if r["contender"].startswith("gigatoken")), None)
-    print("\n| contender | encode slots | caller threads | GB/s | vs gigatoken |")
-    print("|---|---:|---:|---:|---:|")
+    print("\n| contender | processes | encode slots | caller threads | GB/s | vs gigatoken |")
+    print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
         vs = f"{r['GBps'] / base:.2f}×" if base else "–"
         print(
-            f"| {r['contender']} | {r.get('slots', '–')} | {r.get('threads', NCPU)} | "
-            f"{r['GBps']:.2f} | {vs} |"
+            f"| {r['contender']} | {r.get('procs', 1)} | {r.get('slots', '–')} | "
+            f"{r.get('threads', NCPU)} | {r['GBps']:.2f} | {vs} |"
         )
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = REPO / "bench" / "results" / f"gpu-threads-{stamp}.json"
@@ -181,6 +292,7 @@ def main() -> int:
                 "batches": len(batches),
                 "text_bytes": size,
                 "rows": rows,
+                "host_copy": copies,
             },
             indent=1,
         )
