@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -15,6 +16,7 @@
 #include "../csrc/pack.h"
 #include "../csrc/parquet.h"
 #include "../csrc/pretokenize.h"
+#include "../csrc/split.h"
 #include "../csrc/vocab.h"
 
 namespace py = pybind11;
@@ -514,6 +516,23 @@ PYBIND11_MODULE(_core, m) {
         return py::make_tuple(out, ends, bad);
       },
       py::arg("ids"), py::arg("offsets"), py::arg("sep"));
+  // Bytes-like in (no copy), int64 offsets out; the GIL is released while scanning.
+  m.def(
+      "find_separators",
+      [](const py::object& data, const py::bytes& sep) {
+        const ByteBuffer buf(data);
+        const std::string s = sep;
+        std::vector<int64_t> at;
+        {
+          py::gil_scoped_release release;
+          at = find_separators(static_cast<const uint8_t*>(buf.view.buf), size_t(buf.view.len),
+                               reinterpret_cast<const uint8_t*>(s.data()), s.size());
+        }
+        py::array_t<int64_t> out(at.size());
+        std::copy(at.begin(), at.end(), out.mutable_data());
+        return out;
+      },
+      py::arg("data"), py::arg("sep"));
   // Bytes-like in, offset out; no copy of the buffer (the GIL is released while scanning).
   m.def("utf8_first_invalid", [](const py::object& data) {
     const ByteBuffer buf(data);

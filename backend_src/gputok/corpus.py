@@ -328,7 +328,7 @@ def read_text(
 ) -> Iterator[Batch]:
     """A text file: one document, or documents split on ``separator`` as ``bytes.split``
     splits (a final empty piece, from a trailing separator, is dropped). Read whole; the
-    documents are spans of the file's bytes, found with numpy."""
+    documents are spans of the file's bytes, found by ``_find_all``."""
     data = _read_all(path)
     if separator is None:
         yield Batch(None, lambda i: f"{path}: document 0", 0, data, np.array([0, len(data)]))
@@ -355,22 +355,12 @@ def read_text(
 
 def _find_all(data: bytes, sep: bytes) -> np.ndarray:
     """Start offsets of the non-overlapping occurrences of ``sep`` in ``data``, left to right
-    (as ``bytes.split`` finds them), int64; by numpy (~1 ns per byte whatever the count)."""
-    a = np.frombuffer(data, dtype=np.uint8)
-    k = len(sep)
-    if len(a) < k:
-        return np.zeros(0, dtype=np.int64)
-    at = np.flatnonzero(a[: len(a) - k + 1] == sep[0])
-    for j in range(1, k):
-        at = at[a[at + j] == sep[j]]
-    if k > 1 and len(at) > 1 and np.any(np.diff(at) < k):  # overlaps (sep b"\n\n"): leftmost
-        keep, nxt = [], -1
-        for p in at.tolist():
-            if p >= nxt:
-                keep.append(p)
-                nxt = p + k
-        at = np.array(keep, dtype=np.int64)
-    return at.astype(np.int64, copy=False)
+    (as ``bytes.split`` finds them), int64. Native (csrc/split.cpp: memchr, the GIL
+    released, no file-sized temporary): 0.034 CPU ns per byte for the bench's separator where
+    numpy took 0.20 warmed and 0.92 on fresh memory (2-core dev VM, 2026-11-25)."""
+    from gputok import _core
+
+    return _core.find_separators(data, sep)
 
 
 JSONL_FAST_MAX_BYTES = 1 << 30
