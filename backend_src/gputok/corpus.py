@@ -55,7 +55,10 @@ a 0.9 s run on the dev VM) to 2.25 GB/s, host cores 82% busy: 2.04-2.33x gigatok
 2026-11-24, same host, 2.7 GB in 128 shards: GPU workers decompress Parquet's snappy pages on
 their GPU (parquet_decoder "auto"; the decode ~2.5x faster per call than the day before, and
 concurrent): 3.31-3.46 GB/s, host cores 61-67% busy, 2.91-3.42x gigatoken's best (the page
-reader on the CPU: 2.22-2.34, 73% busy).
+reader on the CPU: 2.22-2.34, 73% busy). 2026-11-25, one H100 host: 3.4-4.1 GB/s whatever the
+call size, shards in flight, processes or copy threads, while the GPU tokenizer alone takes 9.4
+GB/s from 4 processes and the pipeline with no tokenizer does 5.1 on text shards: the host
+work here, not the GPU, bounds one GPU (docs/corpus.md, "What bounds one GPU now").
 """
 
 from __future__ import annotations
