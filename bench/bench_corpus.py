@@ -902,13 +902,14 @@ def main() -> int:
                 **({"thread_sample": r["thread_sample"]} if r["thread_sample"] else {}),
             }
         )
+        read_by = f"Parquet by {dec}" if args.format == "parquet" else f"{args.format} shards"
         if r["thread_sample"]:
             ts = r["thread_sample"]
             log(f"CPU s per thread kind, summed over workers and timed runs: {ts['threads_cpu_s']}")
             for where, n in list(ts["samples"].items())[:25]:
                 log(f"  {n:6d}  {where}")
         log(
-            f"gputok x{w}, {pw} per GPU, Parquet by {dec} ({'/'.join(r['devices'])}, {r['threads_per_worker']} shard(s) per "
+            f"gputok x{w}, {pw} per GPU, {read_by} ({'/'.join(r['devices'])}, {r['threads_per_worker']} shard(s) per "
             f"worker at once): {s:.3f} s, {nbytes / s / 1e9:.3f} GB/s, "
             f"{'exact' if exact else 'MISMATCH vs gigatoken'}, host cores busy {r['cpu_busy']}"
         )

@@ -14,7 +14,13 @@
 #                            1.26.4 cp312 wheel for the stub's environment (~18 MB); carry it
 #                            with .gpucarry only (64 MiB in all): scripts/gpu_serve_check.sh
 #
-#   bash scripts/gpu_carry.sh [whl,build,corpus,serve]      (default: whl,build,corpus)
+#   .whl/py_spy-*.whl and an unstripped .gpucarry/gpu/_core*.so
+#                            (only when asked for: profile) for scripts/gpu_profile_workers.sh:
+#                            py-spy names _core's native frames only in an unstripped module; it
+#                            is the release module's own link without pybind11's strip step, so
+#                            `strip` of it gives the release module back byte for byte
+#
+#   bash scripts/gpu_carry.sh [whl,build,corpus,serve,profile]   (default: whl,build,corpus)
 #
 # Then e.g. run(carry=[".whl", ".gpucarry", ".carry"], command="bash scripts/gpu_check.sh") or
 # "bash scripts/gpu_corpus_bench.sh". These folders are git-ignored and do not survive a fresh
@@ -53,6 +59,20 @@ if has build; then
   mkdir -p .gpucarry/gpu
   cp $B/_core.cpython-312-*.so $B/test_device_tables .gpucarry/gpu/
   ls -la .gpucarry/gpu
+fi
+
+if has profile; then
+  B=/tmp/gputok_gpu312
+  [ -f $B/build.ninja ] || { echo "profile needs the build step first (gpu_carry.sh build,profile)" >&2; exit 1; }
+  ls .whl/py_spy-*.whl >/dev/null 2>&1 || python3 -m pip download -q --no-deps --only-binary=:all: \
+    --python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux_2_5_x86_64 \
+    --platform manylinux1_x86_64 -d .whl py-spy==0.4.3
+  sed 's|POST_BUILD = .*/strip .*|POST_BUILD = :|' $B/build.ninja > $B/build-unstripped.ninja
+  rm -f $B/_core.cpython-312-*.so
+  ninja -C $B -f build-unstripped.ninja _core >/dev/null
+  cp $B/_core.cpython-312-*.so .gpucarry/gpu/
+  rm -f $B/_core.cpython-312-*.so  # the next plain build links and strips it again
+  ls -la .gpucarry/gpu .whl/py_spy-*.whl
 fi
 
 if has serve; then

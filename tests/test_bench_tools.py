@@ -39,3 +39,33 @@ def test_thread_kinds_group_numbered_pools():
     assert thread_sampler._group("gputok-corpus-writer_3") == "gputok-corpus-writer"
     assert thread_sampler._group("hasher-12") == "hasher"
     assert thread_sampler._group(None) == "native"
+
+
+def test_profile_summary_classes():
+    """bench/profile_summary.py: each py-spy raw stack in one class, the first rule that fits;
+    GIL waits inside the writer are not counted as its work."""
+    import profile_summary as ps
+
+    py = "thread (1): gputok-corpus-writer_0;Thread.run (threading.py:1010)"
+    lines = [
+        f"{py};Tokenizer._packed (gputok/_tokenizer.py:231);Core::encode_packed_buffer (x.so);"
+        "gputok::utf8_first_invalid (x.so);gputok::simd::all_valid (x.so) 7\n",
+        f"{py};Core::encode_packed_buffer (x.so);gputok::wait_for (x.so);"
+        "cudaEventSynchronize (x.so) 5\n",
+        f"{py};_HashedFile.write (gputok/corpus.py:885);write (libc.so.6) 3\n",
+        f"{py};_HashedFile.write (gputok/corpus.py:885);pthread_cond_timedwait (libc.so.6) 2\n",
+        f"{py};_HashedFile.write (gputok/corpus.py:884);PYXXH3_128_update (_xxhash.c:1934) 1\n",
+        f"{py};Condition.wait (threading.py:355);pthread_cond_timedwait (libc.so.6) 4\n",
+        "not a profile line\n",
+        "\n",
+    ]
+    got = ps.summarize(lines)
+    assert got == {
+        "tokenizer call: UTF-8 check": 7,
+        "tokenizer call: waiting for the GPU": 5,
+        "writer: write": 3,
+        "writer: retaking the GIL": 2,
+        "writer: hash": 1,
+        "idle: thread pools and queues": 4,
+    }
+    assert ps.classify("main;something_else 1") == "other"
