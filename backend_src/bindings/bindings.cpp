@@ -3,7 +3,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -528,9 +527,7 @@ PYBIND11_MODULE(_core, m) {
           at = find_separators(static_cast<const uint8_t*>(buf.view.buf), size_t(buf.view.len),
                                reinterpret_cast<const uint8_t*>(s.data()), s.size());
         }
-        py::array_t<int64_t> out(at.size());
-        std::copy(at.begin(), at.end(), out.mutable_data());
-        return out;
+        return to_numpy(std::move(at));
       },
       py::arg("data"), py::arg("sep"));
   // Bytes-like in, offset out; no copy of the buffer (the GIL is released while scanning).
