@@ -130,13 +130,12 @@ def _proc(rank, args, want_digests, barrier, results) -> None:
         results.put((rank, 0.0, 0.0, f"{type(e).__name__}: {e}"))
 
 
-def run_procs(procs: int, args, want, size: int) -> float:
-    """GB/s of ``procs`` processes tokenizing at once (see the module docstring)."""
-    import hashlib
+def run_procs(procs: int, args, digests: list[str], size: int) -> float:
+    """GB/s of ``procs`` processes tokenizing at once (see the module docstring); ``digests``:
+    sha256 of tiktoken's ids for each batch, which every process checks its own against."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")  # CUDA does not survive fork
-    digests = [hashlib.sha256(w.tobytes()).hexdigest() for w in want]
     barrier, results = ctx.Barrier(procs), ctx.Queue()
     ps = [
         ctx.Process(target=_proc, args=(r, args, digests, barrier, results)) for r in range(procs)
@@ -252,7 +251,12 @@ def main() -> int:
             )
             print(f"slots {slots} threads {threads}: {rows[-1]['GBps']:.2f} GB/s", flush=True)
         del tok
-    for procs in [int(p) for p in args.procs.split(",") if p.strip()]:
+    procs_list = [int(p) for p in args.procs.split(",") if p.strip()]
+    if procs_list:
+        import hashlib
+
+        digests = [hashlib.sha256(w.tobytes()).hexdigest() for w in want]  # once for all P
+    for procs in procs_list:
         os.environ["GPUTOK_GPU_ENCODE_SLOTS"] = "4"  # the default; the children inherit it
         rows.append(
             {
@@ -260,7 +264,7 @@ def main() -> int:
                 "procs": procs,
                 "slots": 4,
                 "threads": args.threads_list[0],
-                "GBps": run_procs(procs, args, want, size),
+                "GBps": run_procs(procs, args, digests, size),
             }
         )
         print(f"{procs} process(es) x {args.threads_list[0]} threads: {rows[-1]['GBps']:.2f} GB/s")
