@@ -28,6 +28,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WHAT=${1:-whl,build,corpus}
+# GPU_BUILD_DIR: where the sm_90 module is built (several checkouts on one machine each need
+# their own); GPU_CARRY_DIR: where the built module and test binary are put (.gpucarry/gpu).
+B=${GPU_BUILD_DIR:-/tmp/gputok_gpu312}
+G=${GPU_CARRY_DIR:-.gpucarry/gpu}
 has() { [[ ",$WHAT," == *",$1,"* ]]; }
 PY=${PY:-.venv/bin/python}
 
@@ -49,20 +53,18 @@ if has whl; then
 fi
 
 if has build; then
-  B=/tmp/gputok_gpu312
   PY312=${PY312:-$(ls /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | head -1 || true)}
   [ -n "$PY312" ] || PY312=$(command -v python3.12 || true)
   [ -n "$PY312" ] || { echo "no CPython 3.12 here to build the GPU machine's module against" >&2; exit 1; }
   cmake -S backend_src -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DPython_EXECUTABLE="$PY312" -Dpybind11_DIR="$($PY -m pybind11 --cmakedir)" >/dev/null
   ninja -C $B >/dev/null
-  mkdir -p .gpucarry/gpu
-  cp $B/_core.cpython-312-*.so $B/test_device_tables .gpucarry/gpu/
-  ls -la .gpucarry/gpu
+  mkdir -p "$G"
+  cp $B/_core.cpython-312-*.so $B/test_device_tables "$G/"
+  ls -la "$G"
 fi
 
 if has profile; then
-  B=/tmp/gputok_gpu312
   [ -f $B/build.ninja ] || { echo "profile needs the build step first (gpu_carry.sh build,profile)" >&2; exit 1; }
   ls .whl/py_spy-*.whl >/dev/null 2>&1 || python3 -m pip download -q --no-deps --only-binary=:all: \
     --python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux_2_5_x86_64 \
@@ -70,9 +72,9 @@ if has profile; then
   sed 's|POST_BUILD = .*/strip .*|POST_BUILD = :|' $B/build.ninja > $B/build-unstripped.ninja
   rm -f $B/_core.cpython-312-*.so
   ninja -C $B -f build-unstripped.ninja _core >/dev/null
-  cp $B/_core.cpython-312-*.so .gpucarry/gpu/
+  cp $B/_core.cpython-312-*.so "$G/"
   rm -f $B/_core.cpython-312-*.so  # the next plain build links and strips it again
-  ls -la .gpucarry/gpu .whl/py_spy-*.whl
+  ls -la "$G" .whl/py_spy-*.whl
 fi
 
 if has serve; then
