@@ -135,62 +135,6 @@ DisallowedSpecialError::DisallowedSpecialError(size_t text_index_, const std::st
       token(token_) {}
 
 // ---------------------------------------------------------------------------
-ThreadPool::ThreadPool(size_t threads) {
-  for (size_t i = 1; i < threads; ++i) workers_.emplace_back([this] { loop(); });
-}
-
-ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : workers_) t.join();
-}
-
-void ThreadPool::loop() {
-  size_t seen = 0;
-  for (;;) {
-    const std::function<void(size_t)>* fn;
-    size_t n;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_threads_ > 0); });
-      if (stop_) return;
-      seen = generation_;
-      --job_threads_;
-      fn = job_;
-      n = job_n_;
-    }
-    for (size_t i; (i = next_.fetch_add(1)) < n;) (*fn)(i);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--active_ == 0) done_cv_.notify_all();
-  }
-}
-
-void ThreadPool::parallel_for(size_t n, size_t threads, const std::function<void(size_t)>& fn) {
-  threads = std::min({threads, size(), n});
-  if (threads <= 1) {
-    for (size_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_threads_ = threads - 1;
-    active_ = threads - 1;
-    next_.store(0);
-    ++generation_;
-  }
-  cv_.notify_all();
-  for (size_t i; (i = next_.fetch_add(1)) < n;) fn(i);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return active_ == 0; });
-  job_threads_ = 0;
-}
-
-// ---------------------------------------------------------------------------
 struct Encoder::Unit {
   uint32_t text;
   int32_t special;  // -1 for ordinary text
@@ -356,13 +300,15 @@ void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(si
     return;
   }
   std::lock_guard<std::mutex> lock(pool_mu_);
-  const size_t want = std::max<size_t>(threads, std::thread::hardware_concurrency());
-  if (!pool_ || pool_->size() < want) pool_ = std::make_unique<ThreadPool>(want);
+  // Once, with every hardware thread (resolve_threads never asks for more); a pool the
+  // system made smaller stays as it is rather than being rebuilt on every call.
+  if (!pool_) pool_ = std::make_unique<ThreadPool>(hardware_threads());
   pool_->parallel_for(n, threads, fn);
 }
 
 EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const SpecialPolicy& policy,
                                    Utf8Policy utf8, int num_threads) const {
+  const size_t threads = resolve_threads(num_threads);  // throws before any work
   Prepared p;
   prepare(texts, policy, utf8, p);
 
@@ -408,8 +354,6 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
     release(w);
   };
 
-  const size_t threads = num_threads > 0 ? size_t(num_threads)
-                                         : std::max<size_t>(1, std::thread::hardware_concurrency());
   run_parallel(n_items, threads, run_item);
   if (error) std::rethrow_exception(error);
 
@@ -489,6 +433,7 @@ PackedResult Encoder::encode_batch_packed(GpuEncoder* gpu, Algorithm algorithm,
                                           const std::vector<TextInput>& texts,
                                           const SpecialPolicy& policy, Utf8Policy utf8,
                                           int32_t separator, int num_threads) const {
+  resolve_threads(num_threads);  // the same bound on every path, the GPU's included
   const size_t n = texts.size();
   const int64_t seps = separator >= 0 ? int64_t(n) : 0;
   size_t bytes = 0;

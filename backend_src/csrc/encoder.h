@@ -3,8 +3,6 @@
 // GpuEncoder in one call and the specials are stitched back in here.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,10 +10,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "gpu_encoder.h"
+#include "thread_pool.h"
 #include "vocab.h"
 
 namespace gputok {
@@ -68,27 +66,6 @@ struct PackedResult {
   U16Vector ids;
   std::vector<int64_t> ends;  // one per text: where it (and its separator) ends in ids
   float kernel_ms = 0.0f;
-};
-
-// A small persistent pool: spawning threads per call costs ~30 us each, which would
-// dominate small batches in a server.
-class ThreadPool {
- public:
-  explicit ThreadPool(size_t threads);
-  ~ThreadPool();
-  size_t size() const { return workers_.size() + 1; }
-  // Runs fn(i) for i in [0, n) on up to `threads` threads (the caller is one of them).
-  void parallel_for(size_t n, size_t threads, const std::function<void(size_t)>& fn);
-
- private:
-  void loop();
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable cv_, done_cv_;
-  const std::function<void(size_t)>* job_ = nullptr;
-  size_t job_n_ = 0, job_threads_ = 0, generation_ = 0, active_ = 0;
-  std::atomic<size_t> next_{0};
-  bool stop_ = false;
 };
 
 struct Worker;  // per-thread scratch and pretoken cache (encoder.cpp)

@@ -1,0 +1,61 @@
+// A small persistent thread pool, and the thread-count policy of every native call.
+//
+// Spawning threads per call costs ~30 us each, which would dominate small batches in a
+// server; the pool keeps them. Its size is capped (kMaxThreads, and the hardware's thread
+// count for the threads actually started), and a thread the system refuses to create
+// leaves a smaller pool instead of an error or a hang.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace gputok {
+
+// Above this a num_threads argument is refused (std::invalid_argument, ValueError in
+// Python): no CPU this runs on has that many hardware threads, and each thread reserves a
+// stack (8 MiB of address space by default).
+constexpr int kMaxThreads = 1024;
+
+// std::thread::hardware_concurrency(), at least 1, read once: glibc answers it by reading
+// /sys on every call (~2 us here, measured 2026-11-25), which was most of a small call.
+size_t hardware_threads();
+
+// The threads a call runs on: num_threads <= 0 means every hardware thread; more than the
+// hardware has are not started (CPU-bound work only slows down when oversubscribed, and
+// results never depend on the count). Throws std::invalid_argument above kMaxThreads.
+size_t resolve_threads(int num_threads);
+
+class ThreadPool {
+ public:
+  // Starts up to `threads` - 1 workers (the caller is the other one). A worker the system
+  // cannot create (EAGAIN, address space) ends the start-up: the pool keeps those it has.
+  explicit ThreadPool(size_t threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  size_t size() const { return workers_.size() + 1; }
+  // Runs fn(i) for i in [0, n) on up to `threads` threads (the caller is one of them).
+  // One job at a time: callers serialize (Encoder holds a mutex around it).
+  void parallel_for(size_t n, size_t threads, const std::function<void(size_t)>& fn);
+
+ private:
+  void loop();
+  void stop_workers();
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(size_t)>* job_ = nullptr;
+  size_t job_n_ = 0, job_threads_ = 0, generation_ = 0, active_ = 0;
+  std::atomic<size_t> next_{0};
+  bool stop_ = false;
+  // Last member: destroyed first, and stop_workers() has joined every thread before the
+  // condition variables above go (destroying one a thread still waits on hangs in glibc).
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace gputok
