@@ -149,8 +149,8 @@ def test_regression_stop_kills_what_outlives_the_server(tmp_path):
     assert child in te.process_group(leader.pid)
 
     server = object.__new__(te.TritonServer)  # only stop()'s state, no real server
-    server.proc, server._pump, server.workdir = leader, None, tmp_path / "work"
-    server._group_reaped = None
+    server.proc, server._pump = leader, None
+    server._group_reaped, server.shm_regions = None, set()
     assert server.stop() == 0
     deadline = time.monotonic() + 10
     while te.process_group(leader.pid) and time.monotonic() < deadline:

@@ -148,6 +148,37 @@ def prepare_backend_dir(
     return backends
 
 
+def cached_backend_dir(
+    dist: TritonDist, python_version: str, ld_path: str | None = None, cache: Path | None = None
+) -> Path:
+    """`prepare_backend_dir` once per (wheel files, Python version), kept in the user's cache.
+
+    A folder per server in /tmp was left behind whenever gputok-serve died by SIGKILL (2.8 MB
+    each, 2026-11-25); one shared, content-named folder leaves nothing per run. It is built in
+    a temporary sibling and renamed into place, so servers starting at once never see half of it.
+    """
+    import hashlib
+
+    root = cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gputok"
+    root = root / "triton-backends"
+    key = hashlib.sha256()
+    for f in (dist.stub(python_version), dist.python_backend / "libtriton_python.so"):
+        st = f.stat() if f.exists() else None
+        key.update(f"{f}:{st and st.st_size}:{st and st.st_mtime_ns}".encode())
+    final = root / f"py{python_version}-{key.hexdigest()[:16]}"
+    if not (final / "backends" / "python" / "triton_python_backend_stub").is_file():
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
+        try:
+            prepare_backend_dir(dist, tmp, python_version, ld_path)
+            # OSError: another server won the race; its folder is as good as ours
+            with contextlib.suppress(OSError):
+                os.rename(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final / "backends"
+
+
 def env_report(python: Path) -> dict:
     """What the stub would see in the environment of `python`: versions or import errors."""
     code = r"""
@@ -455,13 +486,22 @@ class ServerOptions:
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
+    # Triton's metrics endpoint has no key (restricted APIs do not cover it), so it binds to
+    # loopback even when `host` exposes HTTP and gRPC; widen it on purpose with its own flag.
+    metrics_host: str = "127.0.0.1"
     log_verbose: int = 0
-    # Triton's restricted-endpoint protection (issue 6): requests to these APIs must carry
-    # header `restricted_key: restricted_value`. Health stays open for probes.
+    # Triton's restricted-endpoint protection: requests to these APIs must carry header
+    # `restricted_key: restricted_value` (over gRPC as `triton-grpc-protocol-<key>`). Health
+    # stays open for probes.
     restricted_apis: tuple[str, ...] = ()
     restricted_key: str = "gputok-key"
-    restricted_value: str | None = None
+    restricted_value: str | None = field(default=None, repr=False)
     extra_args: list[str] = field(default_factory=list)
+
+
+# tritonserver prints nothing before it has parsed its options, so from its first line of
+# output on, the key can be blanked in its argv (TritonServer.start).
+KEY_MASK = "*"
 
 
 def server_command(dist: TritonDist, backends: Path, opts: ServerOptions) -> list[str]:
@@ -478,7 +518,7 @@ def server_command(dist: TritonDist, backends: Path, opts: ServerOptions) -> lis
         f"--http-port={opts.http_port}",
         f"--grpc-address={opts.host}",
         f"--grpc-port={opts.grpc_port}",
-        f"--metrics-address={opts.host}",
+        f"--metrics-address={opts.metrics_host}",
         f"--metrics-port={opts.metrics_port}",
         f"--log-verbose={opts.log_verbose}",
     ]
@@ -486,6 +526,30 @@ def server_command(dist: TritonDist, backends: Path, opts: ServerOptions) -> lis
         spec = f"{','.join(opts.restricted_apis)}:{opts.restricted_key}={opts.restricted_value}"
         cmd += [f"--http-restricted-api={spec}", f"--grpc-restricted-protocol={spec}"]
     return cmd + list(opts.extra_args)
+
+
+def scrub_argv(pid: int, secret: str) -> int:
+    """Overwrite every copy of `secret` in process `pid`'s argv with `KEY_MASK`s, in place, so
+    /proc/PID/cmdline (readable by every local user) no longer shows it. Returns how many
+    copies were blanked. tritonserver 2.51 takes the restricted-API key only as an argument and
+    copies it into its own strings while parsing, so blanking the original afterwards is safe.
+    Needs ptrace access to `pid` (our own child qualifies); raises OSError otherwise."""
+    if not secret:
+        return 0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    arg_start, arg_end = int(fields[45]), int(fields[46])  # stat fields 48 and 49
+    needle = secret.encode()
+    done = 0
+    with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+        mem.seek(arg_start)
+        args = mem.read(arg_end - arg_start)
+        at = args.find(needle)
+        while at >= 0:
+            mem.seek(arg_start + at)
+            mem.write(KEY_MASK.encode() * len(needle))
+            done += 1
+            at = args.find(needle, at + len(needle))
+    return done
 
 
 def _die_with_parent() -> None:
@@ -501,6 +565,7 @@ def _die_with_parent() -> None:
 
 class TritonServer:
     """A tritonserver child process: start, wait until ready, stop (always; also from atexit).
+    `start()` may be called again after `stop()`: the supervisor restarts the same server.
 
     Output goes to `log_path` when given (the e2e fixtures), else to our stdout/stderr
     (`gputok-serve`); the last lines are kept for error messages either way.
@@ -521,7 +586,7 @@ class TritonServer:
             ("grpc", opts.grpc_port),
             ("metrics", opts.metrics_port),
         ):
-            if port_in_use(opts.host, port):
+            if port_in_use(opts.metrics_host if name == "metrics" else opts.host, port):
                 raise ServeError(
                     f"{name} port {opts.host}:{port} is already in use; stop what holds it "
                     f"or pass --{name}-port"
@@ -530,9 +595,8 @@ class TritonServer:
             raise ServeError(f"model repository {opts.model_repository} does not exist")
         self.stub_bin = choose_stub_bin(stub_env)
         self.report = check_stub_env(self.stub_bin, need)
-        self.workdir = Path(tempfile.mkdtemp(prefix="gputok-triton-"))
-        self.backends = prepare_backend_dir(
-            self.dist, self.workdir, self.report["python"], ld_library_path(self.dist, self.report)
+        self.backends = cached_backend_dir(
+            self.dist, self.report["python"], ld_library_path(self.dist, self.report)
         )
         self.env = server_env(self.dist, self.stub_bin, self.report)
         self.cmd = server_command(self.dist, self.backends, opts)
@@ -540,6 +604,9 @@ class TritonServer:
         self.proc: subprocess.Popen | None = None
         self.tail: deque[str] = deque(maxlen=60)
         self._pump: threading.Thread | None = None
+        self.shm_regions: set[str] = set()  # Python-backend regions this server has used
+        self.last_freed: tuple[int, int] = (0, 0)  # (regions, bytes) the last stop unlinked
+        self.key_scrubbed: bool | None = None  # None: no key; else whether argv was blanked
 
     @property
     def http_url(self) -> str:
@@ -551,12 +618,14 @@ class TritonServer:
 
     @property
     def metrics_url(self) -> str:
-        return f"http://{self.opts.host}:{self.opts.metrics_port}/metrics"
+        return f"http://{self.opts.metrics_host}:{self.opts.metrics_port}/metrics"
 
     def start(self) -> TritonServer:
         # New session: a Ctrl-C in the terminal reaches only us, and we stop the server in order.
         # PR_SET_PDEATHSIG: if we die without stopping it (SIGKILL), the server gets SIGTERM
         # instead of living on as an orphan that holds the ports.
+        self._group_reaped = None
+        self.tail.clear()
         self.proc = subprocess.Popen(
             self.cmd,
             env=self.env,
@@ -565,11 +634,19 @@ class TritonServer:
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
-        sink = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
+        self.key_scrubbed = None if self.opts.restricted_value is None else False
+        self._pump = threading.Thread(
+            target=self._pump_output, args=(self.proc,), name="tritonserver-log", daemon=True
+        )
+        self._pump.start()
+        return self
 
-        def pump() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
+    def _pump_output(self, proc: subprocess.Popen) -> None:
+        sink = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
+        try:
+            for line in proc.stdout:
+                if self.key_scrubbed is False:
+                    self._scrub_key(proc.pid)
                 self.tail.append(line.decode("utf-8", "replace"))
                 if sink is not None:
                     sink.write(line)
@@ -577,12 +654,43 @@ class TritonServer:
                 else:
                     sys.stdout.buffer.write(line)
                     sys.stdout.flush()
+        finally:
             if sink is not None:
                 sink.close()
 
-        self._pump = threading.Thread(target=pump, name="tritonserver-log", daemon=True)
-        self._pump.start()
-        return self
+    def _scrub_key(self, pid: int) -> None:
+        try:
+            scrub_argv(pid, self.opts.restricted_value or "")
+            self.key_scrubbed = True
+        except (OSError, ValueError, IndexError) as e:
+            self.key_scrubbed = None  # tried once; say so once
+            print(
+                f"gputok-serve: WARNING: could not blank the API key in tritonserver's command "
+                f"line ({e}); local users can read it in /proc/{pid}/cmdline",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def pids(self) -> list[int]:
+        """tritonserver and the processes of its group (its stubs), while they run."""
+        if self.proc is None:
+            return []
+        return sorted({self.proc.pid, *process_group(self.proc.pid)})
+
+    def track_shm(self) -> set[str]:
+        """Remember the Python-backend regions the server's processes map or name now."""
+        from gputok.serve.shm import regions_of
+
+        self.shm_regions |= regions_of(self.pids())
+        return self.shm_regions
+
+    def free_shm(self) -> tuple[int, int]:
+        """Unlink the regions this server used that outlived it; (count, bytes)."""
+        from gputok.serve.shm import unlink_regions
+
+        self.last_freed = unlink_regions(self.shm_regions)
+        self.shm_regions = set()
+        return self.last_freed
 
     def is_ready(self) -> bool:
         url = f"http://{self.opts.host}:{self.opts.http_port}/v2/health/ready"
@@ -601,6 +709,7 @@ class TritonServer:
                     self._pump.join(timeout=5)
                 raise ServeError(f"tritonserver exited with code {code}:\n{''.join(self.tail)}")
             if self.is_ready():
+                self.track_shm()
                 return
             time.sleep(0.25)
         self.stop()
@@ -611,9 +720,12 @@ class TritonServer:
         SIGKILL to the whole process group after `timeout` seconds. Whatever is left in the
         group once the server has exited is killed too: a Python-backend stub that Triton did
         not wait for (with a short --exit-timeout-secs) outlives it, orphaned, for good; two
-        were found from CI runs of tests/e2e/test_restart.py on 2026-11-23."""
+        were found from CI runs of tests/e2e/test_restart.py on 2026-11-23. Last, the
+        Python-backend shared-memory regions the server used and left are unlinked."""
         proc = self.proc
         if proc is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.track_shm()
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
             try:
@@ -626,11 +738,14 @@ class TritonServer:
             # Once per server: the group outlives its leader while a member is alive, but a
             # later stop() must not signal a new group that reused the number.
             self._group_reaped = proc.pid
+            with contextlib.suppress(OSError):
+                self.track_shm()  # stubs still alive map their regions
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            _wait_group_gone(proc.pid, 10.0)
         if self._pump is not None:
             self._pump.join(timeout=5)
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.free_shm()
         return None if proc is None else proc.returncode
 
     def __enter__(self) -> TritonServer:
@@ -644,3 +759,11 @@ class TritonServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _wait_group_gone(pgid: int, timeout: float) -> None:
+    """Wait until no process of group `pgid` is left (a SIGKILLed stub may take a moment to
+    exit, and its regions must not be unlinked while it could still map them anew)."""
+    deadline = time.monotonic() + timeout
+    while process_group(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -187,8 +187,9 @@ def test_kill_tokenizer_stub_under_load(lone_tokenizer, ref):
 
 def test_gputok_serve_stops_when_a_stub_dies(tmp_path):
     """Triton keeps reporting ready with a dead stub, so gputok-serve's watchdog stops the
-    server and exits 3 with a message naming the model: it fails loudly, and a supervisor
-    (or the user) restarts it."""
+    server; with `--max-restarts 0` it then exits 3 with a message naming the model, for an
+    outer supervisor to restart it (by default it restarts the server itself:
+    tests/e2e/test_supervisor.py)."""
     import subprocess
     import sys
 
@@ -198,6 +199,7 @@ def test_gputok_serve_stops_when_a_stub_dies(tmp_path):
     http, grpc, metrics = free_ports(3)
     cmd = [sys.executable, "-m", "gputok.serve", "--model-repository", str(repo)]
     cmd += ["--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
+    cmd += ["--max-restarts", "0"]  # supervision off: the stop itself is what is tested here
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180
@@ -215,6 +217,7 @@ def test_gputok_serve_stops_when_a_stub_dies(tmp_path):
         err = proc.stderr.read()
         assert code == 3, err
         assert "stub of model(s) tokenizer died" in err
+        assert "not restarting (--max-restarts 0)" in err
     finally:
         if proc.poll() is None:
             proc.kill()

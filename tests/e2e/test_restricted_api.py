@@ -57,3 +57,45 @@ def test_key_required(restricted, protocol):
         pytest.raises(ClientError),
     ):
         bad.tokenize(["hello world"])
+
+
+def test_key_is_not_in_tritonserver_command_line(restricted):
+    """The key reaches tritonserver as an argument (2.51 takes it no other way); TritonServer
+    blanks it in the child's argv as soon as the server has parsed it (its first line of
+    output), so /proc/PID/cmdline, readable by every local user, no longer shows it."""
+    cmdline = Path(f"/proc/{restricted.proc.pid}/cmdline").read_bytes()
+    assert b"--http-restricted-api=" in cmdline
+    assert KEY.encode() not in cmdline
+    assert restricted.key_scrubbed is True
+
+
+@pytest.mark.parametrize(
+    "protocol, header, served",
+    [
+        ("http", "gputok-key", True),
+        ("grpc", "gputok-key", False),
+        ("grpc", "triton-grpc-protocol-gputok-key", True),
+    ],
+)
+def test_header_names_as_documented(restricted, protocol, header, served):
+    """docs/serving.md: over HTTP the header is `gputok-key`; over gRPC Triton 2.51 only
+    matches `triton-grpc-protocol-gputok-key` (a bare `gputok-key` is refused)."""
+    import numpy as np
+    import tritonclient.grpc as g
+    import tritonclient.http as h
+    from tritonclient.utils import InferenceServerException
+
+    m = h if protocol == "http" else g
+    url = restricted.http_url if protocol == "http" else restricted.grpc_url
+    c = m.InferenceServerClient(url)
+    try:
+        q = m.InferInput("QUERY", [1, 1], "BYTES")
+        q.set_data_from_numpy(np.array([[b"hello world"]], dtype=object))
+        if served:
+            r = c.infer("tokenizer", [q], headers={header: KEY})
+            assert r.as_numpy("INPUT_ID").tolist() == [[31373, 995]]
+        else:
+            with pytest.raises(InferenceServerException, match="restricted"):
+                c.infer("tokenizer", [q], headers={header: KEY})
+    finally:
+        c.close()

@@ -1,0 +1,5 @@
+import sys
+
+from gputok.serve.cli import main
+
+sys.exit(main())
