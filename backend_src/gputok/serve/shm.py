@@ -11,7 +11,6 @@ it is gone. Nothing else in /dev/shm is touched: other servers on the host keep 
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
