@@ -1,16 +1,19 @@
 """A small library over tritonclient for gputok's models, HTTP or gRPC.
 
 from gputok_client import GputokClient
-c = GputokClient("127.0.0.1:8000", protocol="http")
+c = GputokClient("http://127.0.0.1:8000")   # or "grpc://127.0.0.1:8001"; the scheme decides
 c.tokenize(["hello world"])          # [array([31373, 995], dtype=int32)]
 c.detokenize([[31373, 995]])         # ["hello world"]
 c.generate(["Hello"], max_tokens=8)  # ["..."]
 c.tokenize_large(open("big.txt", "rb").read(), concurrency=8)  # one int32 array, in order
+c.tokenize_rows(lines, concurrency=8)  # one int32 array per line, as many rows per request
+                                       # as the server takes
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -18,71 +21,29 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .chunking import split_text
+from .errors import INPUT, SERVER, UNREACHABLE, ClientError, classify, parse_url
+from .plan import Limits, Plan, make_plan
 
-DEFAULT_PORTS = {"http": 8000, "grpc": 8001}
 API_KEY_HEADER = "gputok-key"
 # Triton prefixes gRPC restricted-protocol headers (seen with server 2.51: "This protocol is
 # restricted, expecting header 'triton-grpc-protocol-gputok-key'").
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
-
-
-class ClientError(RuntimeError):
-    """A request failed; `retryable` says whether the server was unreachable (not the input at fault)."""
-
-    def __init__(self, msg: str, retryable: bool = False):
-        super().__init__(msg)
-        self.retryable = retryable
+_TEXT_AT = re.compile(r"in text (\d+) at byte offset (\d+)|in text (\d+)")
 
 
 def _module(protocol: str):
     if protocol == "http":
         import tritonclient.http as m
-    elif protocol == "grpc":
-        import tritonclient.grpc as m
     else:
-        raise ValueError(f"protocol must be http or grpc, not {protocol!r}")
+        import tritonclient.grpc as m
     return m
-
-
-# A server that is stopping unloads its models before it closes its ports, so a request that
-# arrives in between is answered "Request for unknown model: 'tokenizer' has no available
-# versions" (seen over gRPC as NOT_FOUND, 2026-11-22). The model exists and comes back with the
-# server: retry. A model that was never there is "... is not found" and is not retried.
-_MODEL_UNLOADED = "has no available versions"
-
-
-def _is_retryable(e: Exception) -> bool:
-    """Connection-level failures (server down or restarting) are retryable; a 400/INVALID_ARG is not."""
-    text = str(e).lower()
-    status = str(getattr(e, "status", lambda: "")() or "").lower()
-    if _MODEL_UNLOADED in text:
-        return True
-    if "invalid" in status or "400" in status or "invalid_arg" in text or "restricted" in text:
-        return False
-    # CANCELLED: a stopping server cancels the gRPC calls in flight ("[StatusCode.CANCELLED]
-    # CANCELLED", 2026-11-23); this client never cancels its own, and tokenizing is idempotent.
-    markers = (
-        "cancelled",
-        "unavailable",
-        "connection",
-        "refused",
-        "reset",
-        "broken pipe",
-        "timed out",
-        "deadline",
-        "not ready",
-    )
-    return any(m in text or m in status for m in markers) or isinstance(
-        e, (ConnectionError, OSError)
-    )
 
 
 class GputokClient:
     def __init__(
         self,
         url: str | None = None,
-        protocol: str = "http",
+        protocol: str | None = None,
         api_key: str | None = None,
         timeout_s: float = 120.0,
         retries: int = 3,
@@ -90,10 +51,12 @@ class GputokClient:
         detokenizer_model: str = "detokenizer",
         ensemble_model: str = "ensemble",
     ) -> None:
-        self.protocol = protocol
-        self.m = _module(protocol)
-        self.url = url or f"127.0.0.1:{DEFAULT_PORTS[protocol]}"
-        prefix = GRPC_HEADER_PREFIX if protocol == "grpc" else ""
+        """`url`: `http://host:port`, `grpc://host:port`, or `host:port` with `protocol`
+        (default http). Raises ClientError for a malformed URL or a protocol that disagrees
+        with the URL's scheme."""
+        self.protocol, self.url = parse_url(url, protocol)
+        self.m = _module(self.protocol)
+        prefix = GRPC_HEADER_PREFIX if self.protocol == "grpc" else ""
         self.headers = {prefix + API_KEY_HEADER: api_key} if api_key else None
         self.timeout_s = timeout_s
         self.retries = retries
@@ -105,6 +68,7 @@ class GputokClient:
         self._local = threading.local()
         self._all: list = []
         self._lock = threading.Lock()
+        self._limits: Limits | None = None
 
     def close(self) -> None:
         """Close every connection this object opened (any thread's)."""
@@ -140,45 +104,79 @@ class GputokClient:
         i.set_data_from_numpy(arr)
         return i
 
+    def _call(self, label: str, fn: Callable):
+        """fn(tritonclient client), retried with backoff while the server is unreachable."""
+        delay, t0 = 0.5, time.monotonic()
+        for attempt in range(self.retries + 1):
+            try:
+                return fn(self._client())
+            except Exception as e:  # noqa: BLE001 - tritonclient raises several types
+                code, msg = classify(e, self.protocol, self.url)
+                if code != UNREACHABLE:
+                    raise ClientError(f"{label}: {msg}", code) from e
+                if attempt == self.retries:
+                    raise ClientError(
+                        f"{label}: server {self.url} unreachable after {self.retries} "
+                        f"retries ({time.monotonic() - t0:.1f} s): {msg}",
+                        UNREACHABLE,
+                    ) from e
+                self._local.client = None  # reconnect
+                time.sleep(delay)
+                delay = min(delay * 2, 8.0)
+        raise ClientError(f"{label}: unreachable", UNREACHABLE)  # pragma: no cover
+
     def _infer(self, model: str, inputs: list, outputs: Sequence[str]) -> dict[str, np.ndarray]:
         kw = {"headers": self.headers} if self.headers else {}
         if self.protocol == "grpc":
             kw["client_timeout"] = self.timeout_s
         req_out = [self.m.InferRequestedOutput(o) for o in outputs]
-        delay, t0 = 0.5, time.monotonic()
-        for attempt in range(self.retries + 1):
-            try:
-                r = self._client().infer(model, inputs, outputs=req_out, **kw)
-                return {o: r.as_numpy(o) for o in outputs}
-            except Exception as e:  # noqa: BLE001 - tritonclient raises several types
-                retry = _is_retryable(e)
-                if not retry:
-                    raise ClientError(f"{model}: {e}") from e
-                if attempt == self.retries:
-                    raise ClientError(
-                        f"{model}: server {self.url} unreachable after {self.retries} "
-                        f"retries ({time.monotonic() - t0:.1f} s): {e}",
-                        retryable=True,
-                    ) from e
-                self._local.client = None  # reconnect
-                time.sleep(delay)
-                delay = min(delay * 2, 8.0)
-        raise ClientError(f"{model}: unreachable")  # pragma: no cover
+
+        def run(c):
+            r = c.infer(model, inputs, outputs=req_out, **kw)
+            return {o: r.as_numpy(o) for o in outputs}
+
+        return self._call(model, run)
 
     # -- API -------------------------------------------------------------------------------
     def health(self) -> dict:
-        c = self._client()
+        """Liveness and readiness of the server and of the three models (no retries).
+        Raises ClientError (UNREACHABLE or WRONG_PROTOCOL) when the server does not answer."""
         kw = {"headers": self.headers} if self.headers else {}
-        out = {"url": self.url, "protocol": self.protocol}
+        out = {"url": f"{self.protocol}://{self.url}", "protocol": self.protocol}
         try:
+            c = self._client()
             out["live"] = bool(c.is_server_live(**kw))
             out["ready"] = bool(c.is_server_ready(**kw))
             out["models"] = {
                 name: bool(c.is_model_ready(name, **kw)) for name in self.models.values()
             }
-        except Exception as e:  # noqa: BLE001
-            out.update(live=False, ready=False, error=str(e))
+        except Exception as e:  # noqa: BLE001 - tritonclient raises several types
+            code, msg = classify(e, self.protocol, self.url)
+            raise ClientError(f"health: {msg}", code) from e
         return out
+
+    def limits(self) -> Limits:
+        """Rows and bytes one tokenizer request may hold, from the model's config (cached)."""
+        if self._limits is None:
+            name = self.models["tokenizer"]
+            kw = {"headers": self.headers} if self.headers else {}
+            if self.protocol == "grpc":
+                kw["as_json"] = True
+
+            def get(c):
+                cfg = c.get_model_config(name, **kw)
+                return cfg.get("config", cfg)
+
+            cfg = self._call(name, get)
+            params = {k: v.get("string_value") for k, v in cfg.get("parameters", {}).items()}
+            d = Limits()
+            batch = int(cfg.get("max_batch_size") or d.rows)
+            rows = int(params.get("max_rows_per_request") or d.rows)
+            self._limits = Limits(
+                rows=max(1, min(batch, rows)),
+                bytes=max(1, int(params.get("max_bytes_per_request") or d.bytes)),
+            )
+        return self._limits
 
     def tokenize(self, texts: Sequence[str | bytes]) -> list[np.ndarray]:
         """One request with one row per text; returns int32 ids per text."""
@@ -190,6 +188,8 @@ class GputokClient:
             ["INPUT_ID", "REQUEST_INPUT_LEN"],
         )
         ids, lens = r["INPUT_ID"], r["REQUEST_INPUT_LEN"].reshape(-1)
+        if ids.shape[0] != len(texts) or lens.shape[0] != len(texts):
+            raise ClientError(f"tokenizer: {ids.shape[0]} rows back for {len(texts)} sent", SERVER)
         return [ids[i, : lens[i]].astype(np.int32) for i in range(len(texts))]
 
     def detokenize(self, rows: Sequence[Sequence[int]]) -> list[str]:
@@ -222,31 +222,67 @@ class GputokClient:
             b.decode("utf-8", "replace") for b in r["text_output"].reshape(len(prompts), -1)[:, 0]
         ]
 
-    def tokenize_large(
+    def tokenize_rows(
         self,
-        data: bytes,
+        rows: Sequence[bytes],
         chunk_bytes: int = 256 << 10,
-        rows_per_request: int = 4,
         concurrency: int = 8,
+        allowed_special: dict[bytes, int] | None = None,
+        rows_per_request: int | None = None,
         progress: Callable[[int], None] | None = None,
-    ) -> np.ndarray:
-        """Tokenize a large text as concurrent requests; the ids equal those of the whole text.
+    ) -> list[np.ndarray]:
+        """int32 ids of every row, each equal to the ids of that row sent whole.
 
-        The text is cut at points where tokenization provably restarts (see chunking.py), pieces
-        are grouped `rows_per_request` to a request, requests run on `concurrency` threads, and
-        the ids are put back in order. `progress(nbytes)` is called as pieces complete. Any
-        failed request raises ClientError; nothing partial is returned.
+        Rows longer than `chunk_bytes` are cut where tokenization provably restarts
+        (chunking.py), never above the server's byte limit; `allowed_special` ({token: id})
+        are cut out and their ids put in place. Requests hold as many rows and bytes as the
+        server takes (`rows_per_request` caps the rows), run on `concurrency` threads, and
+        come back in order. `progress(nbytes)` is called as requests complete. A failed request
+        raises ClientError naming the line and byte offset at fault; nothing partial is returned.
         """
-        pieces = split_text(data, chunk_bytes)
-        groups = [pieces[i : i + rows_per_request] for i in range(0, len(pieces), rows_per_request)]
+        lim = self.limits()
+        if rows_per_request:
+            lim = Limits(rows=min(lim.rows, rows_per_request), bytes=lim.bytes)
+        try:
+            plan = make_plan(list(rows), min(chunk_bytes, lim.bytes), lim.bytes, allowed_special)
+        except ValueError as e:
+            raise ClientError(
+                f"{e}; the tokenizer takes {lim.bytes} bytes per request (its "
+                "max_bytes_per_request in config.pbtxt)",
+                INPUT,
+            ) from None
+        groups = plan.groups(lim, spread=2 * concurrency if len(plan.rows) == 1 else 1)
 
-        def run(group):
-            ids = self.tokenize([data[a:b] for a, b in group])
+        def run(group: list[int]) -> list[np.ndarray]:
+            try:
+                ids = self.tokenize(
+                    [plan.rows[r][a:b] for r, a, b in (plan.pieces[i] for i in group)]
+                )
+            except ClientError as e:
+                raise _locate(e, plan, group) from e.__cause__
             if progress is not None:
-                progress(sum(b - a for a, b in group))
+                progress(sum(plan.pieces[i][2] - plan.pieces[i][1] for i in group))
             return ids
 
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             results = list(pool.map(run, groups))  # map keeps the order of the pieces
-        flat = [a for group in results for a in group]
-        return np.concatenate(flat).astype(np.int32) if flat else np.zeros(0, np.int32)
+        return plan.assemble([a for group in results for a in group])
+
+    def tokenize_large(self, data: bytes, **kw) -> np.ndarray:
+        """One large text as concurrent requests; the ids equal those of the whole text.
+        Keywords as tokenize_rows."""
+        return self.tokenize_rows([data], **kw)[0]
+
+
+def _locate(e: ClientError, plan: Plan, group: list[int]) -> ClientError:
+    """Rewrite "in text i [at byte offset o]" (row i of one request) as a place in the input."""
+    if e.code != INPUT:
+        return e
+
+    def where(m: re.Match) -> str:
+        i = int(m.group(1) or m.group(3))
+        if i >= len(group):
+            return m.group(0)
+        return plan.locate(group[i], int(m.group(2)) if m.group(2) else None)
+
+    return ClientError(_TEXT_AT.sub(where, str(e), count=1), e.code)
