@@ -4,7 +4,9 @@
 For every setting (input size, protocol, concurrency or request rate) the table shows each
 model's throughput (inferences/s) and client p50/p99 latency, and ours against each baseline:
 throughput ratio (ours / baseline, > 1 = ours faster) and p99 ratio (baseline / ours, > 1 =
-ours lower). Writes results/report.md and prints it; plots go to docs/perf_analyzer/.
+ours lower). Writes results/report.md and prints it; plots go to results/plots/ (untracked).
+The plots the docs show live in docs/perf_analyzer/: to replace them, say so with
+`--plots docs/perf_analyzer` (a default that wrote there overwrote tracked files on every run).
 
     python perf_analyzer_configs/report.py [--results DIR] [--plots DIR]
 """
@@ -20,8 +22,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 OURS = "tokenizer"
-BASELINES = ("preprocessing_tiktoken", "preprocessing_hf")
-SHORT = {"tokenizer": "ours", "preprocessing_tiktoken": "tiktoken", "preprocessing_hf": "HF"}
+BASELINES = ("preprocessing_gigatoken", "preprocessing_tiktoken", "preprocessing_hf")
+SHORT = {
+    "tokenizer": "ours",
+    "preprocessing_gigatoken": "gigatoken",
+    "preprocessing_tiktoken": "tiktoken",
+    "preprocessing_hf": "HF",
+}
 SCENARIOS = ("concurrency", "rate", "protocols")
 
 
@@ -148,10 +155,11 @@ def plot(scenario: str, data: dict, out_dir: Path, name: str | None = None) -> P
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--results", type=Path, default=HERE / "results")
-    p.add_argument("--plots", type=Path, default=REPO / "docs" / "perf_analyzer")
-    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--results", type=Path, default=HERE / "results", help="scenario CSVs")
+    p.add_argument("--plots", type=Path, default=None, help="PNG folder (default RESULTS/plots)")
+    p.add_argument("--no-plots", action="store_true", help="tables only")
     a = p.parse_args(argv)
+    a.plots = a.plots or a.results / "plots"
     parts = []
     for scenario in SCENARIOS:
         # results/<scenario>.csv and results/<scenario>_<tag>.csv (--tag), one table each

@@ -52,8 +52,32 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$stamp"
 fi
 
-# --- build the native extension (CUDA sources compile too where nvcc exists)
-log "building gputok ($(command -v nvcc >/dev/null && echo 'with CUDA' || echo 'CPU only'))"
-$VPY -m pip install -q --no-build-isolation --no-deps -e backend_src
-[ -d client ] && [ -f client/pyproject.toml ] && $VPY -m pip install -q --no-deps -e client
-$VPY -c "import gputok; ok, why = gputok.cuda_available(); print('gputok', gputok.__version__, 'cuda:', ok, why)"
+# --- build the native extension (CUDA sources compile too where nvcc exists) and the client.
+# Skipped when nothing they are built from changed since the last build: `make serve` and
+# `make test` run this every time, and a no-op pip build cost 13 of make serve's 26 s start-up
+# (2-core machine, 2026-11-25). The stamp hashes the native sources, the package's Python file
+# names, the build settings, nvcc's presence and the Python; GPUTOK_FORCE_BUILD=1 rebuilds anyway.
+build_key() {
+  {
+    find backend_src/csrc backend_src/bindings backend_src/CMakeLists.txt backend_src/pyproject.toml \
+      client/pyproject.toml -type f ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum
+    find backend_src/gputok -name '*.py' | sort # the editable finder maps files by name
+    command -v nvcc || true
+    echo "${GPUTOK_CUDA:-} ${CMAKE_ARGS:-}"
+    "$VPY" -c 'import sys; print(sys.version)'
+  } | sha256sum | cut -d' ' -f1
+}
+build_stamp=.venv/.build.sha256
+key=$(build_key)
+if [ "${GPUTOK_FORCE_BUILD:-0}" = 1 ] || [ "$(cat "$build_stamp" 2>/dev/null)" != "$key" ] ||
+  ! "$VPY" -c 'import gputok._core, gputok_client' 2>/dev/null; then
+  log "building gputok ($(command -v nvcc >/dev/null && echo 'with CUDA' || echo 'CPU only'))"
+  rm -f "$build_stamp"
+  $VPY -m pip install -q --no-build-isolation --no-deps -e backend_src
+  # The client is pure Python: built with the venv's setuptools (no isolated download), and
+  # without setuptools' "Editable installation" advice banner, which is a warning of no use here.
+  [ -d client ] && [ -f client/pyproject.toml ] &&
+    PYTHONWARNINGS=ignore $VPY -m pip install -q --no-build-isolation --no-deps -e client
+  echo "$key" >"$build_stamp"
+  $VPY -c "import gputok; ok, why = gputok.cuda_available(); print('gputok', gputok.__version__, 'cuda:', ok, why)"
+fi
