@@ -29,10 +29,15 @@ RUN cd backend_src && rm -rf build && \
 
 # ---- the server image
 FROM nvcr.io/nvidia/tritonserver:24.10-py3
-# numpy<2 for the Python-backend stub (string inputs crash with numpy 2, see shared/REFERENCE.md);
-# torch 2.5.1's PyPI wheel is built for CUDA 12.4, which the 24.10 driver stack runs;
-# transformers 4.57 is the last line for Python 3.10 (5.x needs 3.11).
-RUN python3 -m pip install --no-cache-dir numpy==1.26.4 torch==2.5.1 transformers==4.57.6 safetensors==0.6.2
+# Pins: requirements/serve.txt's, except where this image forces another (tests/test_pins.py
+# requires a reason here for each):
+# - numpy 1.26.4 as there: nvidia-pytriton 0.7.0's Python-backend stub crashes on string inputs
+#   with numpy 2 (seen on the CPU machine, 2026-11-21);
+# - torch 2.5.1, not 2.13.0: its PyPI wheel is built for CUDA 12.4, which the 24.10 image's
+#   CUDA 12.6 driver stack runs;
+# - transformers 4.57.6, not 5.23.0: 5.23.0 requires Python >= 3.11 (this image has 3.10) and
+#   torch >= 2.6 (its package metadata); 4.57.6 is the newest 4.x.
+RUN python3 -m pip install --no-cache-dir numpy==1.26.4 torch==2.5.1 transformers==4.57.6 safetensors==0.8.0
 COPY --from=build /wheels/ /wheels/
 RUN python3 -m pip install --no-cache-dir --no-deps /wheels/gputok-*.whl && \
     python3 -c "import gputok; print('gputok', gputok.__version__, gputok.cuda_available())"
