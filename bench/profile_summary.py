@@ -30,7 +30,7 @@ RULES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("tokenizer call: copy-out (and its pool)", ("encode_packed", "copy_out"), ()),
     ("decode call: waiting for the GPU", ("parquet_decode", "cudaEventSynchronize"), ()),
     ("decode call: copies (and their pool)", ("parquet_decode", "parallel_for"), ()),
-    ("decode call: spans", ("parquet_decode", "parquet_spans"), ()),
+    ("decode call: spans", ("parquet_decode", "ParquetSpanCursor"), ()),
     ("reader: finding text separators", ("_find_all", "find_separators"), GIL),
     # a native call's return: pybind11 takes the GIL back
     ("native call: retaking the GIL", ("pybind11", GIL[0]), ()),

@@ -39,6 +39,17 @@ def _decoders():
 DECODERS = _decoders()
 
 
+def _all(decoder, *args):
+    """(pages, spans of every row) of one decode: the spans a batch at a time, joined."""
+    got = decoder(*args)
+    parts = []
+    while len(part := got.spans(7)):
+        parts.append(part)
+    spans = np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int64)
+    assert got.rows == len(spans)
+    return got.pages, spans
+
+
 def _values(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     words = ["héllo", "日本語", "🙂", "the", " ", "\n", "x" * 70, "<|endoftext|>", "ünï"]
@@ -229,7 +240,7 @@ def test_property_flipped_bytes_never_crash(tmp_path_factory, decoder, data):
         i = data.draw(st.integers(0, len(buf) - 1))
         buf[i] = data.draw(st.integers(0, 255))
     try:
-        pages, spans = decoder(bytes(buf), md.compression, md.num_values, 1)
+        pages, spans = _all(decoder, bytes(buf), md.compression, md.num_values, 1)
     except (_core.ParquetCorrupt, _core.ParquetUnsupported, _core.ParquetNull):
         return
     assert spans.shape == (md.num_values, 2)
@@ -363,7 +374,7 @@ def test_hand_built_chunk_with_a_sequential_snappy_stream(decoder):
     )
     chunk += _page_header(3, len(lv) + len(vals), len(body2), inner2) + body2
     rows = 40 + len(big)
-    pages, spans = decoder(chunk, "SNAPPY", rows, 1)
+    pages, spans = _all(decoder, chunk, "SNAPPY", rows, 1)
     got = [bytes(pages[a:b]) for a, b in spans.tolist()]
     assert got == [dict_docs[i] for i in idx] + big
     # the metadata's row count must be what the pages hold
@@ -382,8 +393,12 @@ def test_spans_point_into_one_buffer():
     path_bytes = b.getvalue()
     md = pq.ParquetFile(io.BytesIO(path_bytes)).metadata.row_group(0).column(0)
     start = md.dictionary_page_offset
-    pages, spans = _core.parquet_decode(
-        path_bytes[start : start + md.total_compressed_size], md.compression, md.num_values, 1
+    pages, spans = _all(
+        _core.parquet_decode,
+        path_bytes[start : start + md.total_compressed_size],
+        md.compression,
+        md.num_values,
+        1,
     )
     assert pages.dtype == np.uint8 and spans.dtype == np.int64 and spans.shape == (30, 2)
     # dictionary-encoded: the repeated value's rows share one span
@@ -472,7 +487,7 @@ def _one_value_page(raw: bytes, body: bytes) -> bytes:
 
 def _one_value(decoder, chunk: bytes) -> bytes:
     """The one value of a chunk made by _one_value_page, as ``decoder`` reads it."""
-    pages, spans = decoder(chunk, "SNAPPY", 1, 0)
+    pages, spans = _all(decoder, chunk, "SNAPPY", 1, 0)
     assert spans.shape == (1, 2)
     return bytes(pages[spans[0, 0] : spans[0, 1]])
 
@@ -582,8 +597,8 @@ def test_gpu_decode_ablations_are_exact(monkeypatch, tmp_path, decode, segment):
     p = tmp_path / "a.parquet"
     pq.write_table(pa.table({"text": _values(600, seed=5)}), p, row_group_size=600)
     chunk, md = _chunk_of(p)
-    want = _core.parquet_decode(chunk, md.compression, md.num_values, 1)
-    got = dec(chunk, md.compression, md.num_values, 1)
+    want = _all(_core.parquet_decode, chunk, md.compression, md.num_values, 1)
+    got = _all(dec, chunk, md.compression, md.num_values, 1)
     assert bytes(got[0]) == bytes(want[0]) and (got[1] == want[1]).all()
 
 

@@ -145,10 +145,18 @@ std::vector<SpecialToken> to_specials(const py::dict& specials) {
 }
 
 // A tokenizer core: the vocabulary, the CPU encoder and, on device="cuda", a GPU encoder.
-// Parquet column chunks lying in `buf` at (offset, size, rows) each -> (pages uint8, spans
-// int64 of shape (rows, 2)); GIL released.
-py::tuple parquet_decode_py(const py::object& buf, const std::vector<ParquetChunkRef>& chunks,
-                            const std::string& codec, int max_def, GpuEncoder* gpu) {
+// Decoded Parquet pages (parquet.h) and a cursor over their rows' spans, a batch at a time.
+struct ParquetPages {
+  std::shared_ptr<ParquetValues> values;
+  std::unique_ptr<ParquetSpanCursor> cursor;
+  py::array_t<uint8_t> pages;  // over values->data, which its capsule keeps alive
+};
+
+// Parquet column chunks lying in `buf` at (offset, size, rows) each -> ParquetPages; GIL
+// released.
+ParquetPages parquet_decode_py(const py::object& buf, const std::vector<ParquetChunkRef>& chunks,
+                               const std::string& codec, int max_def, int64_t max_bytes,
+                               GpuEncoder* gpu) {
   ParquetCodec c;
   if (codec == "UNCOMPRESSED" || codec == "NONE")
     c = ParquetCodec::kUncompressed;
@@ -156,18 +164,20 @@ py::tuple parquet_decode_py(const py::object& buf, const std::vector<ParquetChun
     c = ParquetCodec::kSnappy;
   else
     throw ParquetUnsupported("compression " + codec);
-  ParquetValues v;
+  auto v = std::make_shared<ParquetValues>();
   {
     const ByteBuffer b(buf);
     py::gil_scoped_release release;
-    v = parquet_decode(static_cast<const uint8_t*>(b.view.buf), size_t(b.view.len), chunks, c,
-                       max_def, gpu);
+    *v = parquet_decode(static_cast<const uint8_t*>(b.view.buf), size_t(b.view.len), chunks, c,
+                        max_def, max_bytes, gpu);
   }
-  auto* data = v.data.release();
-  py::capsule owner(data, [](void* p) { delete[] static_cast<uint8_t*>(p); });
-  py::array_t<uint8_t> pages({py::ssize_t(v.size)}, {py::ssize_t(1)}, data, owner);
-  py::array_t<int64_t> spans = to_numpy(std::move(v.spans));
-  return py::make_tuple(pages, spans.reshape({py::ssize_t(spans.size() / 2), py::ssize_t(2)}));
+  ParquetPages out;
+  auto* keep = new std::shared_ptr<ParquetValues>(v);
+  py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<ParquetValues>*>(p); });
+  out.pages = py::array_t<uint8_t>({py::ssize_t(v->size)}, {py::ssize_t(1)}, v->data.get(), owner);
+  out.cursor = std::make_unique<ParquetSpanCursor>(*v);
+  out.values = std::move(v);
+  return out;
 }
 
 // `chunks`: a list of (offset, size, rows), or None for one chunk: all of buf with `rows` rows.
@@ -326,9 +336,10 @@ class Core {
   bool on_gpu() const { return gpu_ != nullptr; }
 
   // Parquet pages decompressed on this encoder's GPU when it has one (parquet.h).
-  py::tuple parquet_decode(const py::object& chunk, const std::string& codec, int64_t rows,
-                           int max_def, const py::object& chunks) {
-    return parquet_decode_py(chunk, to_chunk_refs(chunk, chunks, rows), codec, max_def, gpu_.get());
+  ParquetPages parquet_decode(const py::object& chunk, const std::string& codec, int64_t rows,
+                              int max_def, const py::object& chunks, int64_t max_bytes) {
+    return parquet_decode_py(chunk, to_chunk_refs(chunk, chunks, rows), codec, max_def, max_bytes,
+                             gpu_.get());
   }
 
  private:
@@ -401,12 +412,51 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "parquet_decode",
       [](const py::object& chunk, const std::string& codec, int64_t rows, int max_def,
-         const py::object& chunks) {
+         const py::object& chunks, int64_t max_bytes) {
         return parquet_decode_py(chunk, to_chunk_refs(chunk, chunks, rows), codec, max_def,
-                                 nullptr);
+                                 max_bytes, nullptr);
       },
       py::arg("chunk"), py::arg("codec"), py::arg("rows"), py::arg("max_def"),
-      py::arg("chunks") = py::none());
+      py::arg("chunks") = py::none(), py::arg("max_bytes") = -1);
+  py::class_<ParquetPages>(m, "ParquetPages")
+      .def_readonly("pages", &ParquetPages::pages)
+      .def_property_readonly("rows", [](const ParquetPages& p) { return p.values->rows; })
+      .def_property_readonly("row", [](const ParquetPages& p) { return p.cursor->row(); })
+      .def(
+          "spans",
+          [](ParquetPages& p, int64_t max_rows, int64_t max_bytes) {
+            std::vector<int64_t> spans;
+            {
+              py::gil_scoped_release release;
+              p.cursor->next(max_rows, max_bytes, spans);
+            }
+            py::array_t<int64_t> a = to_numpy(std::move(spans));
+            return a.reshape({py::ssize_t(a.size() / 2), py::ssize_t(2)});
+          },
+          py::arg("max_rows"), py::arg("max_bytes") = 0);
+  m.def(
+      "parquet_footer",
+      [](const py::bytes& footer, int leaf) {
+        const std::string f = footer;
+        const ParquetFooter r =
+            parquet_footer(reinterpret_cast<const uint8_t*>(f.data()), f.size(), leaf);
+        py::list chunks;
+        for (const ParquetColumnChunkMeta& c : r.chunks) {
+          py::dict d;
+          d["rg_rows"] = c.rg_rows;
+          d["rg_bytes"] = c.rg_bytes;
+          d["codec"] = c.codec;
+          d["type"] = c.type;
+          d["num_values"] = c.num_values;
+          d["compressed"] = c.compressed;
+          d["data_page_offset"] = c.data_page_offset;
+          d["dictionary_page_offset"] = c.dictionary_page_offset;
+          d["path"] = c.path;
+          chunks.append(d);
+        }
+        return py::make_tuple(r.num_rows, chunks);
+      },
+      py::arg("footer"), py::arg("leaf"));
 
   m.def("cuda_available", [] {
     std::string why;
@@ -498,14 +548,9 @@ PYBIND11_MODULE(_core, m) {
          const py::array_t<int64_t, py::array::c_style>& offsets, int32_t sep) {
         if (offsets.ndim() != 1 || offsets.shape(0) < 1)
           throw py::value_error("offsets must have shape (n + 1,)");
-        if (sep > 0xFFFF) throw py::value_error("sep must be below 65536 (or negative: none)");
         const size_t n_docs = size_t(offsets.shape(0) - 1);
         const int64_t* off = offsets.data();
-        const int64_t n_ids = off[n_docs] - off[0];
-        for (size_t d = 0; d < n_docs; ++d)
-          if (off[d + 1] < off[d]) throw py::value_error("offsets must be non-decreasing");
-        if (n_ids > int64_t(ids.size())) throw py::value_error("offsets reach past the end of ids");
-        py::array_t<uint16_t> out(size_t(n_ids) + (sep >= 0 ? n_docs : 0));
+        py::array_t<uint16_t> out(pack_uint16_size(off, n_docs, size_t(ids.size()), sep));
         py::array_t<int64_t> ends(n_docs);
         int64_t bad;
         {
@@ -564,7 +609,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("disallowed"), py::arg("errors"), py::arg("algorithm"))
       .def("decode_bytes", &Core::decode_bytes)
       .def("parquet_decode", &Core::parquet_decode, py::arg("chunk"), py::arg("codec"),
-           py::arg("rows"), py::arg("max_def"), py::arg("chunks") = py::none())
+           py::arg("rows"), py::arg("max_def"), py::arg("chunks") = py::none(),
+           py::arg("max_bytes") = -1)
       .def("gpu_counters", &Core::gpu_counters)
       .def("set_pool_limit", &Core::set_pool_limit)
       .def("set_gpu_pretokenize", &Core::set_gpu_pretokenize)

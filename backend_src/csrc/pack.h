@@ -18,6 +18,11 @@ int64_t narrow_uint16(const int32_t* ids, size_t n, uint16_t* out);
 // when sep >= 0, and the end of document d in `out` to ends[d]. `out` holds
 // (offsets[n_docs] - offsets[0]) + (sep >= 0 ? n_docs : 0) entries. Returns -1, or the index
 // in `ids` of the first id outside [0, 65535] (then `out` and `ends` are partly written).
+// Checks `offsets` (n_docs + 1 of them) against ids of n_ids entries and returns the size of
+// pack_uint16's `out`. Throws std::invalid_argument where offsets decrease, their span
+// overflows int64 or reaches past the ids, so that pack_uint16 reads and writes in bounds.
+size_t pack_uint16_size(const int64_t* offsets, size_t n_docs, size_t n_ids, int32_t sep);
+
 int64_t pack_uint16(const int32_t* ids, const int64_t* offsets, size_t n_docs, int32_t sep,
                     uint16_t* out, int64_t* ends);
 

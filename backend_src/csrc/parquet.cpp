@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "gpu_encoder.h"
@@ -70,6 +71,21 @@ class Thrift {
     if (type < 3 || type > 6) corrupt("expected an integer field");
     return type == 3 ? int64_t(int8_t(byte())) : zigzag();
   }
+  // A list's (or set's) header: its size; `elem` is the elements' compact type.
+  uint64_t list(int& elem) {
+    const uint8_t h = byte();
+    uint64_t n = h >> 4;
+    if (n == 15) n = varint();
+    elem = h & 0x0F;
+    return n;
+  }
+  std::string binary() {
+    const uint64_t n = varint();
+    if (n > uint64_t(end_ - p_)) corrupt("a string runs past the footer");
+    std::string out(reinterpret_cast<const char*>(p_), size_t(n));
+    p_ += n;
+    return out;
+  }
   void skip(int type, int depth = 0) {
     if (depth > 32) corrupt("nesting too deep");
     switch (type) {
@@ -121,14 +137,15 @@ class Thrift {
     }
   }
 
- private:
-  void skip_element(int type, int depth) {
+  void skip_element(int type, int depth = 0) {
     if (type == 1 || type == 2) {  // bools inside lists are one byte each
       byte();
       return;
     }
     skip(type, depth + 1);
   }
+
+ private:
   void advance(uint64_t n) {
     if (n > uint64_t(end_ - p_)) corrupt("page header runs past the chunk");
     p_ += n;
@@ -233,66 +250,96 @@ uint32_t load_u32(const uint8_t* p) {
   return v;  // little-endian hosts only (x86-64, aarch64), as Parquet itself is
 }
 
-// The RLE / bit-packed hybrid (definition levels, dictionary indices): calls fn(value) for
-// the first `count` values of data[0, n).
-template <typename Fn>
-void rle_hybrid(const uint8_t* data, size_t n, uint32_t bit_width, int64_t count, Fn&& fn) {
-  if (bit_width > 32) corrupt("bit width above 32");
-  size_t p = 0;
-  const size_t value_bytes = (bit_width + 7) / 8;
-  const uint64_t mask = bit_width == 32 ? 0xFFFFFFFFull : ((uint64_t(1) << bit_width) - 1);
-  while (count > 0) {
+// The RLE / bit-packed hybrid (definition levels, dictionary indices) of data[0, n), read a
+// run at a time: a repeated run of any length costs one step, so a 9 KB page that repeats one
+// index 2^28 times is checked in microseconds and handed on a batch at a time.
+class RleHybrid {
+ public:
+  void reset(const uint8_t* data, size_t n, uint32_t bit_width, int64_t count) {
+    if (bit_width > 32) corrupt("bit width above 32");
+    data_ = data;
+    n_ = n;
+    p_ = 0;
+    bw_ = bit_width;
+    value_bytes_ = (bit_width + 7) / 8;
+    mask_ = bit_width == 32 ? 0xFFFFFFFFull : ((uint64_t(1) << bit_width) - 1);
+    count_ = count;
+    left_ = 0;
+  }
+  // The next value and how many equal values follow from it on (a repeated run's rest, else
+  // 1). Only while values are left of `count`.
+  void peek(uint32_t& value, int64_t& k) {
+    if (left_ == 0) load();
+    if (!packed_) {
+      value = value_;
+      k = left_;
+      return;
+    }
+    // bw_ bits from bit bit_ on of the run, least significant bit first; bytes past the page
+    // (a last run cut after the values in use) read as 0.
+    const uint64_t first = run_ + bit_ / 8;
+    uint64_t raw = 0;
+    for (size_t j = 0; j <= value_bytes_ && first + j < n_; ++j)
+      raw |= uint64_t(data_[first + j]) << (8 * j);
+    value = uint32_t((raw >> (bit_ % 8)) & mask_);
+    k = 1;
+  }
+  void skip(int64_t k) {  // k <= what peek gave
+    left_ -= k;
+    count_ -= k;
+    if (packed_) bit_ += uint64_t(k) * bw_;
+  }
+
+ private:
+  void load() {
+    if (count_ <= 0) corrupt("RLE values past the page's count");
     uint64_t h = 0;
     for (int shift = 0;; shift += 7) {
-      if (p >= n || shift > 63) corrupt("RLE run header runs past the page");
-      h |= uint64_t(data[p] & 0x7F) << shift;
-      if (!(data[p++] & 0x80)) break;
+      if (p_ >= n_ || shift > 63) corrupt("RLE run header runs past the page");
+      h |= uint64_t(data_[p_] & 0x7F) << shift;
+      if (!(data_[p_++] & 0x80)) break;
     }
     if ((h >> 1) > (uint64_t(1) << 31)) corrupt("RLE run too long");
-    if (h & 1) {  // bit-packed: (h >> 1) groups of 8 values
-      const uint64_t values = (h >> 1) * 8;
-      const uint64_t bytes = (h >> 1) * bit_width;
+    packed_ = h & 1;
+    if (packed_) {  // (h >> 1) groups of 8 values
+      const uint64_t values = (h >> 1) * 8, bytes = (h >> 1) * bw_;
+      const uint64_t take = std::min<uint64_t>(values, uint64_t(count_));
       // Writers pad the last run to 8 values; a run cut after the values in use is accepted.
-      const uint64_t used = (std::min<uint64_t>(values, uint64_t(count)) * bit_width + 7) / 8;
-      if (std::min<uint64_t>(bytes, used) > n - p) corrupt("bit-packed run runs past the page");
-      const int64_t take = int64_t(std::min<uint64_t>(values, uint64_t(count)));
-      for (int64_t i = 0; i < take; ++i) {
-        // Value i: bit_width bits from bit (i * bit_width) on, least significant bit first.
-        const uint64_t bit = uint64_t(i) * bit_width, first = p + bit / 8;
-        uint64_t raw = 0;
-        for (size_t k = 0; k <= value_bytes && first + k < n; ++k)
-          raw |= uint64_t(data[first + k]) << (8 * k);
-        fn(uint32_t((raw >> (bit % 8)) & mask));
-      }
-      p += size_t(std::min<uint64_t>(bytes, n - p));
-      count -= take;
+      const uint64_t used = (take * bw_ + 7) / 8;
+      if (std::min<uint64_t>(bytes, used) > n_ - p_) corrupt("bit-packed run runs past the page");
+      if (take == 0) corrupt("empty bit-packed run");
+      run_ = p_;
+      bit_ = 0;
+      p_ += size_t(std::min<uint64_t>(bytes, n_ - p_));
+      left_ = int64_t(take);
     } else {  // a run of one value
       const uint64_t run = h >> 1;
-      if (value_bytes > n - p) corrupt("RLE run runs past the page");
+      if (value_bytes_ > n_ - p_) corrupt("RLE run runs past the page");
       uint64_t v = 0;
-      for (size_t k = 0; k < value_bytes; ++k) v |= uint64_t(data[p + k]) << (8 * k);
-      p += value_bytes;
+      for (size_t j = 0; j < value_bytes_; ++j) v |= uint64_t(data_[p_ + j]) << (8 * j);
+      p_ += value_bytes_;
       if (run == 0) corrupt("empty RLE run");
-      const int64_t take = int64_t(std::min<uint64_t>(run, uint64_t(count)));
-      for (int64_t i = 0; i < take; ++i) fn(uint32_t(v & mask));
-      count -= take;
+      value_ = uint32_t(v & mask_);
+      left_ = int64_t(std::min<uint64_t>(run, uint64_t(count_)));
     }
   }
-}
 
-// PLAIN BYTE_ARRAY values of data[0, n) at buffer offset `base`: [start, end) pairs.
-void plain_spans(const uint8_t* data, size_t n, int64_t base, int64_t count,
-                 std::vector<int64_t>& spans) {
-  size_t p = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    if (n - p < 4) corrupt("a PLAIN value's length runs past the page");
-    const uint32_t len = load_u32(data + p);
-    p += 4;
-    if (len > n - p) corrupt("a PLAIN value runs past the page");
-    spans.push_back(base + int64_t(p));
-    spans.push_back(base + int64_t(p) + len);
-    p += len;
-  }
+  const uint8_t* data_ = nullptr;
+  size_t n_ = 0, p_ = 0, run_ = 0, value_bytes_ = 0;
+  uint32_t bw_ = 0, value_ = 0;
+  uint64_t mask_ = 0, bit_ = 0;
+  int64_t count_ = 0, left_ = 0;  // values still to give: in all, in the current run
+  bool packed_ = false;
+};
+
+// A PLAIN BYTE_ARRAY value at data[p]: its length, with p moved past it.
+uint32_t plain_value(const uint8_t* data, size_t n, size_t& p) {
+  if (n - p < 4) corrupt("a PLAIN value's length runs past the page");
+  const uint32_t len = load_u32(data + p);
+  p += 4;
+  if (len > n - p) corrupt("a PLAIN value runs past the page");
+  p += len;
+  return len;
 }
 
 }  // namespace
@@ -449,87 +496,185 @@ void parquet_decompress_cpu(const uint8_t* buf, size_t size, const std::vector<P
   }
 }
 
-std::vector<int64_t> parquet_spans(const ParquetPlan& plan, const uint8_t* out, int max_def) {
-  if (max_def < 0 || max_def > 1) throw ParquetUnsupported("a nested column");
-  std::vector<int64_t> spans, dict;
-  spans.reserve(size_t(plan.rows) * 2);
-  int64_t row = 0;
-  for (const ParquetPage& pg : plan.pages) {
-    const uint8_t* page = out + pg.out;
-    size_t n = size_t(pg.out_size);
-    if (pg.type == 2) {
-      plain_spans(page, n, pg.out, pg.num_values, dict);
-      continue;
+// ------------------------------------------------------------------ the rows' spans
+
+struct ParquetSpanCursor::State {
+  explicit State(const ParquetValues& v_) : v(v_) {}
+  const ParquetValues& v;
+  size_t plan = 0, page = 0;  // the next page to open
+  int64_t row = 0, left = 0;  // rows handed on; values left in the open page
+  bool has_dict = false, dict_values = false;
+  std::vector<uint32_t> dict;  // [start, end) per entry, from the dictionary page's start
+  int64_t dict_base = 0;
+  const uint8_t* page_data = nullptr;  // PLAIN: the values, from `base` in the pages
+  size_t page_n = 0, page_p = 0;
+  int64_t base = 0;
+  RleHybrid idx;
+
+  void read_dictionary(const ParquetPage& pg) {
+    const uint8_t* d = v.data.get() + pg.out;
+    const size_t n = size_t(pg.out_size);
+    dict.clear();
+    size_t p = 0;
+    for (int32_t i = 0; i < pg.num_values; ++i) {  // 8 bytes per entry of >= 4 bytes
+      const uint32_t len = plain_value(d, n, p);
+      dict.push_back(uint32_t(p - len));
+      dict.push_back(uint32_t(p));
     }
-    // Definition levels: all must be max_def (a null is an error for a text corpus).
-    size_t skip = 0;
-    if (max_def > 0) {
-      const uint8_t* levels = page;
-      size_t levels_n;
-      if (pg.type == 3) {
-        levels_n = size_t(pg.levels);
-        skip = levels_n;
-      } else {
-        if (n < 4) corrupt("definition levels' length runs past the page");
-        levels_n = load_u32(page);
-        if (levels_n > n - 4) corrupt("definition levels run past the page");
-        levels += 4;
-        skip = 4 + levels_n;
-      }
-      int64_t i = 0;
-      rle_hybrid(levels, levels_n, 1, pg.num_values, [&](uint32_t v) {
-        if (v != 1) throw ParquetNull(row + i, "row " + std::to_string(row + i) + " is null");
-        ++i;
-      });
-    } else if (pg.type == 3) {
-      skip = size_t(pg.levels);
-    }
-    if (pg.type == 3 && pg.num_nulls > 0 && max_def == 0) corrupt("nulls in a required column");
-    page += skip;
-    n -= skip;
-    const int64_t base = pg.out + int64_t(skip);
-    if (pg.encoding == 0) {
-      plain_spans(page, n, base, pg.num_values, spans);
-    } else {
-      if (plan.pages.empty() || plan.pages[0].type != 2)
-        corrupt("dictionary-encoded values without a dictionary page");
-      if (n < 1) corrupt("dictionary indices lack their bit width");
-      const size_t dict_n = dict.size() / 2;
-      rle_hybrid(page + 1, n - 1, page[0], pg.num_values, [&](uint32_t v) {
-        if (v >= dict_n) corrupt("dictionary index out of range");
-        spans.push_back(dict[2 * size_t(v)]);
-        spans.push_back(dict[2 * size_t(v) + 1]);
-      });
-    }
-    row += pg.num_values;
+    dict_base = pg.out;
+    has_dict = true;
   }
-  return spans;
+
+  // Definition levels: all must be max_def (a null is an error for a text corpus). Returns
+  // the bytes they take before the values.
+  size_t check_levels(const ParquetPage& pg, const uint8_t* page, size_t n) {
+    if (v.max_def == 0) {
+      if (pg.type == 3 && pg.num_nulls > 0) corrupt("nulls in a required column");
+      return pg.type == 3 ? size_t(pg.levels) : 0;
+    }
+    const uint8_t* levels = page;
+    size_t levels_n, skip;
+    if (pg.type == 3) {
+      levels_n = skip = size_t(pg.levels);
+    } else {
+      if (n < 4) corrupt("definition levels' length runs past the page");
+      levels_n = load_u32(page);
+      if (levels_n > n - 4) corrupt("definition levels run past the page");
+      levels += 4;
+      skip = 4 + levels_n;
+    }
+    RleHybrid lv;
+    lv.reset(levels, levels_n, 1, pg.num_values);
+    for (int64_t i = 0; i < pg.num_values;) {
+      uint32_t value;
+      int64_t k;
+      lv.peek(value, k);
+      if (value != 1) throw ParquetNull(row + i, "row " + std::to_string(row + i) + " is null");
+      k = std::min<int64_t>(k, pg.num_values - i);
+      lv.skip(k);
+      i += k;
+    }
+    return skip;
+  }
+
+  // Opens the next data page with values; false at the end of the last chunk.
+  bool open_page() {
+    while (plan < v.plans.size()) {
+      const ParquetPlan& pl = v.plans[plan];
+      if (page >= pl.pages.size()) {
+        ++plan;
+        page = 0;
+        has_dict = false;
+        continue;
+      }
+      const ParquetPage& pg = pl.pages[page++];
+      if (pg.type == 2) {
+        read_dictionary(pg);
+        continue;
+      }
+      const uint8_t* d = v.data.get() + pg.out;
+      size_t n = size_t(pg.out_size);
+      const size_t skip = check_levels(pg, d, n);
+      d += skip;
+      n -= skip;
+      dict_values = pg.encoding != 0;
+      if (dict_values) {
+        if (!has_dict) corrupt("dictionary-encoded values without a dictionary page");
+        if (n < 1) corrupt("dictionary indices lack their bit width");
+        idx.reset(d + 1, n - 1, d[0], pg.num_values);
+      }
+      page_data = d;
+      page_n = n;
+      page_p = 0;
+      base = pg.out + int64_t(skip);
+      left = pg.num_values;
+      if (left > 0) return true;
+    }
+    return false;
+  }
+
+  // Up to max_rows rows (and, max_bytes > 0, until their text reaches it); appended to `out`
+  // unless it is null. Returns the rows taken.
+  int64_t take(int64_t max_rows, int64_t max_bytes, std::vector<int64_t>* out) {
+    int64_t got = 0, bytes = 0;
+    while (got < max_rows && (max_bytes <= 0 || bytes < max_bytes)) {
+      if (left == 0 && !open_page()) break;
+      if (!dict_values) {
+        const uint32_t len = plain_value(page_data, page_n, page_p);
+        if (out) {
+          out->push_back(base + int64_t(page_p - len));
+          out->push_back(base + int64_t(page_p));
+        }
+        bytes += len;
+        --left;
+        ++got;
+        ++row;
+        continue;
+      }
+      uint32_t value;
+      int64_t k;
+      idx.peek(value, k);
+      if (value >= dict.size() / 2) corrupt("dictionary index out of range");
+      const int64_t a = dict_base + dict[2 * size_t(value)];
+      const int64_t len = int64_t(dict[2 * size_t(value) + 1]) - int64_t(dict[2 * size_t(value)]);
+      k = std::min({k, left, max_rows - got});
+      if (max_bytes > 0 && len > 0) k = std::min(k, (max_bytes - bytes + len - 1) / len);
+      if (out)
+        for (int64_t i = 0; i < k; ++i) {
+          out->push_back(a);
+          out->push_back(a + len);
+        }
+      idx.skip(k);
+      bytes += k * len;
+      left -= k;
+      got += k;
+      row += k;
+    }
+    return got;
+  }
+};
+
+ParquetSpanCursor::ParquetSpanCursor(const ParquetValues& v) : s_(new State(v)) {}
+ParquetSpanCursor::~ParquetSpanCursor() = default;
+int64_t ParquetSpanCursor::row() const { return s_->row; }
+int64_t ParquetSpanCursor::check_rest() { return s_->take(INT64_MAX, 0, nullptr); }
+
+bool ParquetSpanCursor::next(int64_t max_rows, int64_t max_bytes, std::vector<int64_t>& spans) {
+  if (max_rows < 1) throw std::invalid_argument("max_rows must be >= 1");
+  return s_->take(max_rows, max_bytes, &spans) > 0;
 }
 
 ParquetValues parquet_decode(const uint8_t* buf, size_t size,
                              const std::vector<ParquetChunkRef>& chunks, ParquetCodec codec,
-                             int max_def, GpuEncoder* gpu) {
+                             int max_def, int64_t max_out, GpuEncoder* gpu) {
   if (max_def < 0 || max_def > 1) throw ParquetUnsupported("a nested column");
   // One plan per chunk, its offsets moved to where the chunk lies in `buf` and its pages'
   // output after the previous chunks'; one decompression call for all of them.
-  std::vector<ParquetPlan> plans;
+  ParquetValues v;
+  v.max_def = max_def;
   int64_t out_size = 0;
   for (const ParquetChunkRef& c : chunks) {
-    if (c.offset < 0 || c.size < 0 || c.offset + c.size > int64_t(size))
+    if (c.offset < 0 || c.size < 0 || c.rows < 0 || c.offset > int64_t(size) ||
+        c.size > int64_t(size) - c.offset)
       throw ParquetCorrupt("corrupt Parquet page: a chunk lies outside the buffer");
     ParquetPlan plan = parquet_plan(buf + c.offset, size_t(c.size), codec, c.rows);
     for (ParquetPage& pg : plan.pages) {
       pg.body += c.offset;
       pg.out += out_size;
     }
+    // Each chunk's pages are at most ~25x its bytes, so the sum stays far from overflow
+    // while it is checked after every chunk.
     out_size += plan.out_size;
-    plans.push_back(std::move(plan));
+    if (max_out >= 0 && out_size > max_out)
+      throw ParquetUnsupported("the pages decompress to over " + std::to_string(max_out) +
+                               " bytes, the reader's budget");
+    v.rows += plan.rows;
+    v.plans.push_back(std::move(plan));
   }
-  ParquetValues v;
   v.size = size_t(out_size);
   v.data.reset(new uint8_t[v.size ? v.size : 1]);
   std::vector<PageCopy> copies;
-  for (const ParquetPlan& plan : plans) {
+  for (const ParquetPlan& plan : v.plans) {
     const std::vector<PageCopy> c = parquet_copies(plan);
     copies.insert(copies.end(), c.begin(), c.end());
   }
@@ -537,18 +682,134 @@ ParquetValues parquet_decode(const uint8_t* buf, size_t size,
     gpu->decompress_pages(buf, size, copies, v.data.get(), v.size);
   else
     parquet_decompress_cpu(buf, size, copies, v.data.get());
-  int64_t rows_before = 0;
-  for (const ParquetPlan& plan : plans) {
-    try {
-      std::vector<int64_t> spans = parquet_spans(plan, v.data.get(), max_def);
-      v.spans.insert(v.spans.end(), spans.begin(), spans.end());
-    } catch (const ParquetNull& e) {  // rows count from the first chunk's first row
-      throw ParquetNull(rows_before + e.row,
-                        "row " + std::to_string(rows_before + e.row) + " is null");
-    }
-    rows_before += plan.rows;
-  }
+  // Every row checked now, none kept: a malformed page fails here, before a batch is handed
+  // on (the caller can still read the chunks with Arrow instead), and in O(runs) for RLE.
+  ParquetSpanCursor(v).check_rest();
   return v;
+}
+
+// ------------------------------------------------------------------ the footer
+
+namespace {
+
+void read_column_meta(Thrift& t, ParquetColumnChunkMeta& m) {
+  const int16_t saved = t.enter();
+  int16_t id;
+  int type;
+  while (t.field(id, type)) {
+    if (id == 1 && type == 5) {
+      m.type = int32_field(t, type);
+    } else if (id == 3 && type == 9) {
+      int elem;
+      const uint64_t n = t.list(elem);
+      if (elem != 8) corrupt("path_in_schema is not a list of strings");
+      m.path.clear();
+      for (uint64_t i = 0; i < n; ++i) {
+        if (i) m.path += '.';
+        m.path += t.binary();
+        if (m.path.size() > 4096) corrupt("path_in_schema too long");
+      }
+    } else if (id == 4 && type == 5) {
+      m.codec = int32_field(t, type);
+    } else if (id == 5 && type == 6) {
+      m.num_values = t.integer(type);
+    } else if (id == 7 && type == 6) {
+      m.compressed = t.integer(type);
+    } else if (id == 9 && type == 6) {
+      m.data_page_offset = t.integer(type);
+    } else if (id == 11 && type == 6) {
+      m.dictionary_page_offset = t.integer(type);
+    } else {
+      t.skip(type);
+    }
+  }
+  t.leave(saved);
+}
+
+// ColumnChunk: its meta_data (3); a file_path (1) or encryption (8, 9) is not for this reader.
+ParquetColumnChunkMeta read_column_chunk(Thrift& t) {
+  ParquetColumnChunkMeta m;
+  bool meta = false, elsewhere = false;
+  const int16_t saved = t.enter();
+  int16_t id;
+  int type;
+  while (t.field(id, type)) {
+    if (id == 3 && type == 12) {
+      read_column_meta(t, m);
+      meta = true;
+    } else {
+      elsewhere |= id == 1 || id == 8 || id == 9;
+      t.skip(type);
+    }
+  }
+  t.leave(saved);
+  if (elsewhere) throw ParquetUnsupported("an encrypted or external column chunk");
+  if (!meta) corrupt("a column chunk without metadata");
+  return m;
+}
+
+ParquetColumnChunkMeta read_row_group(Thrift& t, int leaf) {
+  ParquetColumnChunkMeta m;
+  bool found = false;
+  const int16_t saved = t.enter();
+  int16_t id;
+  int type;
+  while (t.field(id, type)) {
+    if (id == 1 && type == 9) {
+      int elem;
+      const uint64_t n = t.list(elem);
+      if (elem != 12) corrupt("row group columns are not structs");
+      for (uint64_t i = 0; i < n; ++i) {
+        if (i == uint64_t(leaf)) {
+          const ParquetColumnChunkMeta c = read_column_chunk(t);
+          m.codec = c.codec;
+          m.type = c.type;
+          m.num_values = c.num_values;
+          m.compressed = c.compressed;
+          m.data_page_offset = c.data_page_offset;
+          m.dictionary_page_offset = c.dictionary_page_offset;
+          m.path = c.path;
+          found = true;
+        } else {
+          t.skip_element(12);
+        }
+      }
+    } else if (id == 2 && type == 6) {
+      m.rg_bytes = t.integer(type);
+    } else if (id == 3 && type == 6) {
+      m.rg_rows = t.integer(type);
+    } else {
+      t.skip(type);
+    }
+  }
+  t.leave(saved);
+  if (!found) corrupt("a row group lacks the column");
+  return m;
+}
+
+}  // namespace
+
+ParquetFooter parquet_footer(const uint8_t* footer, size_t n, int leaf) {
+  if (leaf < 0) throw std::invalid_argument("leaf must be >= 0");
+  ParquetFooter out;
+  Thrift t(footer, footer + n);
+  int16_t id;
+  int type;
+  // Every element read takes at least one byte, so a list's claimed size cannot make this
+  // loop (or its memory) outgrow the footer.
+  while (t.field(id, type)) {
+    if (id == 3 && type == 6) {
+      out.num_rows = t.integer(type);
+    } else if (id == 4 && type == 9) {
+      int elem;
+      const uint64_t k = t.list(elem);
+      if (elem != 12) corrupt("row groups are not structs");
+      for (uint64_t i = 0; i < k; ++i) out.chunks.push_back(read_row_group(t, leaf));
+    } else {
+      t.skip(type);
+    }
+  }
+  return out;
 }
 
 }  // namespace gputok

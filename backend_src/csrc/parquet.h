@@ -82,19 +82,68 @@ void snappy_decompress(const uint8_t* src, size_t n, uint8_t* dst, size_t dst_si
 std::vector<int64_t> parquet_spans(const ParquetPlan& plan, const uint8_t* out, int max_def);
 
 // The whole of it, for one or more column chunks lying in buf[0, size): plan, decompress (on
-// `gpu` when given, all chunks' pages in one call, else on this thread), spans (the chunks'
-// rows in order). `data` holds the pages.
+// `gpu` when given, all chunks' pages in one call, else on this thread), and check every row's
+// value (lengths, dictionary indices, definition levels) without keeping its span: a file
+// that fails does so here, before any row is handed on. Spans then come a batch at a time
+// (ParquetSpanCursor), so that memory is bounded per batch, not per row group: a 9 KB file
+// whose RLE run repeats one dictionary index 2^28 times holds 2^28 rows at 16 bytes each.
 class GpuEncoder;
 struct ParquetChunkRef {
   int64_t offset, size, rows;  // where the chunk lies in the buffer; its num_values
 };
 struct ParquetValues {
-  std::unique_ptr<uint8_t[]> data;  // the decompressed pages (not zero-filled first)
+  std::shared_ptr<uint8_t[]> data;  // the decompressed pages (not zero-filled first)
   size_t size = 0;
-  std::vector<int64_t> spans;  // 2 per row, into data
+  std::vector<ParquetPlan> plans;  // one per chunk, offsets into data (ParquetPage::out)
+  int max_def = 0;
+  int64_t rows = 0;  // all chunks' rows
 };
+// `max_out`: the most bytes of decompressed pages the caller allows (the page headers claim
+// the sizes; a larger claim raises ParquetUnsupported before anything is allocated).
 ParquetValues parquet_decode(const uint8_t* buf, size_t size,
                              const std::vector<ParquetChunkRef>& chunks, ParquetCodec codec,
-                             int max_def, GpuEncoder* gpu);
+                             int max_def, int64_t max_out, GpuEncoder* gpu);
+
+// The rows' [start, end) spans into ParquetValues::data, in order, a batch at a time. Holds
+// `v` by reference: the caller keeps it alive.
+class ParquetSpanCursor {
+ public:
+  explicit ParquetSpanCursor(const ParquetValues& v);
+  ~ParquetSpanCursor();
+  ParquetSpanCursor(const ParquetSpanCursor&) = delete;
+  ParquetSpanCursor& operator=(const ParquetSpanCursor&) = delete;
+  // Appends 2 entries per row to `spans`: at most `max_rows` rows, and no more once their
+  // text reaches `max_bytes` (at least one row when any is left). False when none was left.
+  bool next(int64_t max_rows, int64_t max_bytes, std::vector<int64_t>& spans);
+  int64_t row() const;  // rows handed on so far
+  // Reads every row left without keeping its span (the decode's check); returns their count.
+  int64_t check_rest();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// One column chunk's metadata, read from the file's footer (FileMetaData, Thrift compact),
+// for row group `row_group` and leaf column `leaf`. Parsed here rather than through pyarrow's
+// ColumnChunkMetaData: for a footer whose column says REQUIRED where its pages carry levels,
+// pyarrow 25 throws parquet::ParquetException through a noexcept accessor and the process
+// aborts.
+struct ParquetColumnChunkMeta {
+  int64_t rg_rows = 0, rg_bytes = 0;  // the row group's num_rows, total_byte_size
+  int32_t codec = -1;                 // CompressionCodec: 0 UNCOMPRESSED, 1 SNAPPY, ...
+  int32_t type = -1;                  // physical type: 6 BYTE_ARRAY
+  int64_t num_values = -1, compressed = -1, data_page_offset = -1;
+  int64_t dictionary_page_offset = -1;  // -1: none
+  std::string path;                     // path_in_schema joined with "."
+};
+struct ParquetFooter {
+  int64_t num_rows = 0;
+  std::vector<ParquetColumnChunkMeta> chunks;  // one per row group, column `leaf`
+};
+// `footer`: the FileMetaData bytes (before the 4-byte length and "PAR1"). Raises
+// ParquetCorrupt for a footer that cannot be read, ParquetUnsupported for an encrypted or
+// external column chunk.
+ParquetFooter parquet_footer(const uint8_t* footer, size_t n, int leaf);
 
 }  // namespace gputok
