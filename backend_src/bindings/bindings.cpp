@@ -335,6 +335,19 @@ class Core {
 
   bool on_gpu() const { return gpu_ != nullptr; }
 
+  void set_piece_cache_bytes(size_t bytes) { encoder_.set_piece_cache_bytes(bytes); }
+
+  py::dict piece_cache_stats() const {
+    const PieceCacheStats st = encoder_.piece_cache_stats();
+    py::dict d;
+    d["capacity_bytes"] = st.capacity_bytes;
+    d["entries"] = st.entries;
+    d["max_entries"] = st.max_entries;
+    d["arena_used"] = st.arena_used;
+    d["arena_bytes"] = st.arena_bytes;
+    return d;
+  }
+
   // Parquet pages decompressed on this encoder's GPU when it has one (parquet.h).
   ParquetPages parquet_decode(const py::object& chunk, const std::string& codec, int64_t rows,
                               int max_def, const py::object& chunks, int64_t max_bytes) {
@@ -614,6 +627,8 @@ PYBIND11_MODULE(_core, m) {
       .def("gpu_counters", &Core::gpu_counters)
       .def("set_pool_limit", &Core::set_pool_limit)
       .def("set_gpu_pretokenize", &Core::set_gpu_pretokenize)
+      .def("set_piece_cache_bytes", &Core::set_piece_cache_bytes, py::arg("bytes"))
+      .def("piece_cache_stats", &Core::piece_cache_stats)
       .def("set_cpu_below_bytes", &Core::set_cpu_below_bytes)
       .def_property_readonly("on_gpu", &Core::on_gpu);
 

@@ -14,6 +14,7 @@
 
 #include "merge.h"
 #include "pack.h"
+#include "piece_cache.h"
 #include "pretokenize.h"
 
 namespace gputok {
@@ -28,80 +29,13 @@ std::string hex_byte(uint8_t b) {
   return std::string("0x") + digits[b >> 4] + digits[b & 15];
 }
 
-// Pretoken cache for pieces that are not tokens: key (inline, as in the token index; bytes
-// past the 16th in an arena) -> up to kCacheIds ids inline, in one 64-byte slot. Cleared
-// wholesale when half full, which keeps it O(1) and bounded (4 MB + 1 MB arena per thread).
-// Long pieces matter: a Cyrillic word is 2 bytes a letter, and without the arena every word
-// over 8 letters merged again on each occurrence (merging went from 26% to 37% of all
-// instructions on the ci corpus when only <= 16-byte pieces were cached).
-constexpr size_t kCacheIds = 10;
-constexpr size_t kCacheMaxPiece = 255;
-
-class PieceCache {
- public:
-  PieceCache() : slots_(kSlots) {
-    arena_.reserve(kArenaBytes);
-    clear();
-  }
-
-  const int32_t* find(const PieceKey& k, const uint8_t* p, uint64_t h, size_t* n_ids) const {
-    size_t slot = h & kMask;
-    for (;;) {
-      const Entry& e = slots_[slot];
-      if (e.n_ids == 0) return nullptr;
-      if (e.w0 == k.w0 && e.w1 == k.w1 && e.len == k.len &&
-          (k.len <= 16 || std::memcmp(&arena_[e.tail], p + 16, k.len - 16) == 0)) {
-        *n_ids = e.n_ids;
-        return e.ids;
-      }
-      slot = (slot + 1) & kMask;
-    }
-  }
-
-  void insert(const PieceKey& k, const uint8_t* p, uint64_t h, const int32_t* ids, size_t n_ids) {
-    if (n_ids == 0 || n_ids > kCacheIds || k.len > kCacheMaxPiece) return;
-    const size_t tail = k.len > 16 ? k.len - 16 : 0;
-    if (used_ * 2 >= kSlots || arena_.size() + tail > kArenaBytes) clear();
-    size_t slot = h & kMask;
-    while (slots_[slot].n_ids != 0) slot = (slot + 1) & kMask;
-    Entry& e = slots_[slot];
-    e.w0 = k.w0;
-    e.w1 = k.w1;
-    e.len = uint16_t(k.len);
-    e.n_ids = uint16_t(n_ids);
-    e.tail = uint32_t(arena_.size());
-    arena_.insert(arena_.end(), p + 16 * (tail > 0), p + 16 * (tail > 0) + tail);
-    std::memcpy(e.ids, ids, n_ids * sizeof(int32_t));
-    ++used_;
-  }
-
- private:
-  static constexpr size_t kSlots = 1 << 16;
-  static constexpr size_t kMask = kSlots - 1;
-  static constexpr size_t kArenaBytes = 1 << 20;
-  struct Entry {
-    uint64_t w0, w1;
-    uint16_t len, n_ids;
-    uint32_t tail;  // offset of bytes [16, len) in arena_
-    int32_t ids[kCacheIds];
-  };
-  void clear() {
-    for (auto& e : slots_) e.n_ids = 0;
-    arena_.clear();
-    used_ = 0;
-  }
-  std::vector<Entry> slots_;
-  std::vector<uint8_t> arena_;
-  size_t used_ = 0;
-};
-
 }  // namespace
 
-struct Worker {
-  MergeScratch scratch;
-  PieceCache cache;
-  std::vector<int32_t> tmp;
-};
+// Per-thread merge scratch: thread_local, so no call takes a lock to get one.
+MergeScratch& thread_scratch() {
+  static thread_local MergeScratch scratch;
+  return scratch;
+}
 
 // ---------------------------------------------------------------------------
 Utf8Error::Utf8Error(size_t text_index_, size_t offset_, uint8_t byte_)
@@ -147,23 +81,19 @@ struct Encoder::Prepared {
   std::vector<Unit> units;
 };
 
-Encoder::Encoder(std::shared_ptr<const Vocab> vocab) : vocab_(std::move(vocab)) {}
+Encoder::Encoder(std::shared_ptr<const Vocab> vocab)
+    : vocab_(std::move(vocab)), cache_(std::make_shared<PieceCache>(kDefaultPieceCacheBytes)) {}
 Encoder::~Encoder() = default;
 
-Worker* Encoder::acquire() const {
-  std::lock_guard<std::mutex> lock(workers_mu_);
-  if (free_workers_.empty()) {
-    all_workers_.push_back(std::make_unique<Worker>());
-    return all_workers_.back().get();
-  }
-  Worker* w = free_workers_.back();
-  free_workers_.pop_back();
-  return w;
+std::shared_ptr<PieceCache> Encoder::cache() const { return std::atomic_load(&cache_); }
+
+void Encoder::set_piece_cache_bytes(size_t bytes) {
+  std::atomic_store(&cache_, bytes ? std::make_shared<PieceCache>(bytes) : nullptr);
 }
 
-void Encoder::release(Worker* w) const {
-  std::lock_guard<std::mutex> lock(workers_mu_);
-  free_workers_.push_back(w);
+PieceCacheStats Encoder::piece_cache_stats() const {
+  const auto c = cache();
+  return c ? c->stats() : PieceCacheStats{};
 }
 
 void Encoder::prepare(const std::vector<TextInput>& texts, const SpecialPolicy& policy,
@@ -230,42 +160,65 @@ void Encoder::prepare(const std::vector<TextInput>& texts, const SpecialPolicy& 
   }
 }
 
-void Encoder::encode_segment(Worker& w, std::string_view text, std::vector<int32_t>& out) const {
+// Pieces go through in blocks of kBlock, in two passes: cut them and prefetch their slots
+// of the token index and the pretoken cache, then look them up in order (merge_piece on a
+// miss of both). Each lookup is a likely cache miss (the index is 4 MiB, the pretoken
+// cache 64 MiB); the prefetches let the memory system serve a block's misses together
+// instead of one by one.
+void Encoder::encode_segment(PieceCache* cache, std::string_view text,
+                             std::vector<int32_t>& out) const {
+  constexpr size_t kBlock = 16;
+  struct Pending {
+    const uint8_t* piece;
+    PieceKey key;
+    uint64_t h;
+  };
   const UnicodeTableView uni = unicode_table();
   const VocabView v = vocab_->view();
   const bool whole = vocab_->whole_piece_lookup();
+  MergeScratch& scratch = thread_scratch();
   const auto* data = reinterpret_cast<const uint8_t*>(text.data());
   const size_t n = text.size();
+  Pending block[kBlock];
   size_t pos = 0;
   while (pos < n) {
-    const size_t len = next_piece(uni, data, n, pos);
-    const uint8_t* piece = data + pos;
-    pos += len;
-    if (len == 1) {
-      out.push_back(v.byte_token[piece[0]]);
-      continue;
+    size_t m = 0;
+    for (; m < kBlock && pos < n; ++m) {
+      const size_t len = next_piece(uni, data, n, pos);
+      Pending& q = block[m];
+      q.piece = data + pos;
+      q.key = make_key(q.piece, len, n - pos);
+      q.h = key_hash(q.key);
+      if (len > 1) {
+        if (whole) vocab_->prefetch_token(q.h);
+        if (cache && len <= PieceCache::kMaxPiece) cache->prefetch(q.h);
+      }
+      pos += len;
     }
-    const PieceKey key = make_key(piece, len, n - (pos - len));
-    if (whole) {
-      const int32_t id = vocab_->find_token(key, piece);
-      if (id >= 0) {
-        out.push_back(id);
+    for (size_t k = 0; k < m; ++k) {
+      const Pending& q = block[k];
+      const size_t len = q.key.len;
+      if (len == 1) {
+        out.push_back(v.byte_token[q.piece[0]]);
         continue;
       }
+      if (whole) {
+        const int32_t id = vocab_->find_token(q.key, q.piece, q.h);
+        if (id >= 0) {
+          out.push_back(id);
+          continue;
+        }
+      }
+      const bool cacheable = cache && len <= PieceCache::kMaxPiece;
+      size_t n_ids = 0;
+      if (const int32_t* hit = cacheable ? cache->find(q.key, q.piece, q.h, &n_ids) : nullptr) {
+        out.insert(out.end(), hit, hit + n_ids);
+        continue;
+      }
+      const size_t before = out.size();
+      merge_piece(v, q.piece, len, out, scratch);
+      if (cacheable) cache->insert(q.key, q.piece, q.h, out.data() + before, out.size() - before);
     }
-    if (len > kCacheMaxPiece) {
-      merge_piece(v, piece, len, out, w.scratch);
-      continue;
-    }
-    const uint64_t h = key_hash(key);
-    size_t n_ids = 0;
-    if (const int32_t* hit = w.cache.find(key, piece, h, &n_ids)) {
-      for (size_t k = 0; k < n_ids; ++k) out.push_back(hit[k]);
-      continue;
-    }
-    const size_t before = out.size();
-    merge_piece(v, piece, len, out, w.scratch);
-    w.cache.insert(key, piece, h, out.data() + before, out.size() - before);
   }
 }
 
@@ -279,19 +232,13 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
   Prepared p;
   prepare({text}, policy, utf8, p);
   out.reserve(text.bytes.size() / 3 + 4);
-  Worker* w = acquire();
-  try {
-    for (const Unit& u : p.units) {
-      if (u.special >= 0)
-        out.push_back(u.special);
-      else
-        encode_segment(*w, u.bytes, out);
-    }
-  } catch (...) {
-    release(w);
-    throw;
+  const auto cache_ref = cache();
+  for (const Unit& u : p.units) {
+    if (u.special >= 0)
+      out.push_back(u.special);
+    else
+      encode_segment(cache_ref.get(), u.bytes, out);
   }
-  release(w);
 }
 
 void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(size_t)>& fn) const {
@@ -332,8 +279,8 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
   std::vector<ItemOut> outs(n_items);
   std::exception_ptr error;
   std::mutex error_mu;
+  const auto cache_ref = cache();
   auto run_item = [&](size_t it) {
-    Worker* w = acquire();
     try {
       ItemOut& o = outs[it];
       size_t bytes = 0;
@@ -344,14 +291,13 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
         if (unit.special >= 0)
           o.ids.push_back(unit.special);
         else
-          encode_segment(*w, unit.bytes, o.ids);
+          encode_segment(cache_ref.get(), unit.bytes, o.ids);
         o.unit_end.push_back(o.ids.size());
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mu);
       if (!error) error = std::current_exception();
     }
-    release(w);
   };
 
   run_parallel(n_items, threads, run_item);

@@ -63,9 +63,10 @@ inline uint64_t key_hash(const PieceKey& k) {
 class TokenIndex {
  public:
   void build(const std::vector<std::string>& tokens);
-  // Returns the id of the piece p[0, k.len) whose key is k, or -1.
-  int32_t find(const PieceKey& k, const uint8_t* p) const {
-    uint64_t slot = key_hash(k) & mask_;
+  // Returns the id of the piece p[0, k.len) whose key is k (hash h = key_hash(k)), or -1.
+  int32_t find(const PieceKey& k, const uint8_t* p) const { return find(k, p, key_hash(k)); }
+  int32_t find(const PieceKey& k, const uint8_t* p, uint64_t h) const {
+    uint64_t slot = h & mask_;
     for (;;) {
       const Slot& s = slots_[slot];
       if (s.id < 0) return -1;
@@ -75,6 +76,9 @@ class TokenIndex {
       slot = (slot + 1) & mask_;
     }
   }
+  // Starts loading the slot a find with hash h reads first (the batch encoder hides the
+  // cache miss behind other pieces' work).
+  void prefetch(uint64_t h) const { __builtin_prefetch(&slots_[h & mask_]); }
   int32_t find(std::string_view s) const {
     const auto* p = reinterpret_cast<const uint8_t*>(s.data());
     return find(make_key(p, s.size(), s.size()), p);
@@ -139,6 +143,10 @@ class Vocab {
   size_t n_vocab() const { return n_vocab_; }
   // The id of a whole-piece token, or -1.
   int32_t find_token(const PieceKey& k, const uint8_t* p) const { return index_.find(k, p); }
+  int32_t find_token(const PieceKey& k, const uint8_t* p, uint64_t h) const {
+    return index_.find(k, p, h);
+  }
+  void prefetch_token(uint64_t h) const { index_.prefetch(h); }
   int32_t find_token(std::string_view bytes) const { return index_.find(bytes); }
   // Bytes of any id (ordinary or special); throws std::out_of_range for unknown ids.
   std::string_view token_bytes(int64_t id) const;

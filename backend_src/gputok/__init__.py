@@ -60,7 +60,9 @@ def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokeni
     ALGORITHMS. options: device_id, pool_limit_bytes, gpu_pretokenize, blocking_sync (GPU calls
     wait asleep instead of spinning: frees a core per waiting caller for a few microseconds
     of latency; the corpus workers use it), copy_threads (host threads that copy a large GPU
-    batch in and out of pinned memory; 0: up to 8; 1: the calling thread alone).
+    batch in and out of pinned memory; 0: up to 8; 1: the calling thread alone),
+    piece_cache_bytes (the CPU path's pretoken cache, shared by calls and threads: 64 MiB by
+    default, 0: off).
     """
     return Tokenizer(
         gpt2_vocab(), GPT2_SPECIALS, name="gpt2", device=device, algorithm=algorithm, **options

@@ -58,6 +58,7 @@ class Tokenizer:
         gpu_pretokenize: bool = True,
         blocking_sync: bool = False,
         copy_threads: int = 0,
+        piece_cache_bytes: int | None = None,
     ):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
@@ -77,7 +78,23 @@ class Tokenizer:
             blocking_sync,
             int(copy_threads),
         )
+        if piece_cache_bytes is not None:
+            self.set_piece_cache_bytes(piece_cache_bytes)
         self._default_policy = self._policy(frozenset(), "all")
+
+    # -- pretoken cache ---------------------------------------------------------------
+    def set_piece_cache_bytes(self, nbytes: int) -> None:
+        """Replace the CPU path's shared pretoken cache (piece bytes -> ids, kept across
+        calls and threads) by an empty one of at most ``nbytes`` (64 KiB at least); 0 turns
+        it off. The default is 64 MiB. Results never depend on it, only speed does."""
+        if int(nbytes) < 0:
+            raise ValueError(f"piece_cache_bytes must be >= 0 (0: no cache), got {nbytes!r}")
+        self._core.set_piece_cache_bytes(int(nbytes))
+
+    def piece_cache_stats(self) -> dict[str, int]:
+        """The pretoken cache's capacity_bytes, entries, max_entries, arena_used and
+        arena_bytes (all 0 when it is off)."""
+        return dict(self._core.piece_cache_stats())
 
     # -- properties ---------------------------------------------------------------------
     @property

@@ -1,0 +1,113 @@
+"""The CPU path's shared pretoken cache: exact ids cold, warm, full, off and under
+concurrent calls, and a memory cap that holds."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import numpy as np
+import pytest
+
+import gputok
+
+# Pieces that are not tokens, share their first 16 bytes (so the cache must compare the
+# rest), or give more ids than a slot holds inline (so they spill to the arena).
+TRICKY = [
+    " Достопримечательности",
+    " Достопримечательностями",
+    " Достопримечательность",
+    " 東京特許許可局長今日急遽休暇許可拒否",
+    " 東京特許許可局長今日急遽休暇許可拒否す",
+    " Ωραίαμέραγιαπεριπάτουστηνπαραλία",
+    " xqzjvkwpxqzjvkwpxqzjvkwpxqzjvkwp",
+    " xqzjvkwpxqzjvkwpxqzjvkwpxqzjvkwq",
+]
+
+
+def _docs(corpus, n=300, seed=0):
+    rng = random.Random(seed)
+    docs = list(corpus[:n]) + [" ".join(rng.sample(TRICKY, k=len(TRICKY))) for _ in range(20)]
+    rng.shuffle(docs)
+    return docs
+
+
+def _rows(tok, docs, **kw):
+    ids, offsets = tok.encode_batch_flat(docs, disallowed_special=(), **kw)
+    return [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+
+
+def test_cold_warm_and_off_give_tiktokens_ids(corpus, ref):
+    docs = _docs(corpus)
+    want = ref.encode_ordinary_batch(docs, num_threads=2)
+    assert sum(map(len, want)) > 0
+    tok = gputok.gpt2(device="cpu")
+    off = gputok.gpt2(device="cpu", piece_cache_bytes=0)
+    assert off.piece_cache_stats()["capacity_bytes"] == 0
+    assert _rows(off, docs) == want
+    assert _rows(tok, docs) == want  # cold
+    filled = tok.piece_cache_stats()["entries"]
+    assert filled > 0
+    assert _rows(tok, docs) == want  # warm: every cacheable piece is now a hit
+    assert tok.piece_cache_stats()["entries"] == filled
+    assert [tok.encode_ordinary(d) for d in docs[:50]] == want[:50]
+
+
+def test_memory_cap_holds_and_a_full_cache_stays_exact(corpus, ref):
+    docs = _docs(corpus, n=len(corpus))
+    want = ref.encode_ordinary_batch(docs, num_threads=2)
+    cap = 64 * 1024
+    tok = gputok.gpt2(device="cpu", piece_cache_bytes=cap)
+    for _ in range(2):
+        assert _rows(tok, docs) == want
+        st = tok.piece_cache_stats()
+        assert 0 < st["capacity_bytes"] <= cap
+        assert st["entries"] == st["max_entries"]  # it filled, then froze
+        assert st["arena_used"] <= st["arena_bytes"]
+    with pytest.raises(ValueError, match="piece_cache_bytes"):
+        tok.set_piece_cache_bytes(-1)
+
+
+def test_concurrent_calls_give_cacheless_ids(corpus):
+    docs = _docs(corpus, n=400, seed=1)
+    want = _rows(gputok.gpt2(device="cpu", piece_cache_bytes=0), docs)
+    assert sum(map(len, want)) > 0
+    # A small cache fills and freezes while the threads race to insert into it.
+    for cap in (None, 256 * 1024):
+        tok = gputok.gpt2(device="cpu", piece_cache_bytes=cap)
+        got: dict[int, list] = {}
+        errors: list[BaseException] = []
+
+        def work(i, tok=tok, got=got, errors=errors):
+            try:
+                order = list(range(len(docs)))
+                random.Random(i).shuffle(order)
+                mine = [docs[j] for j in order]
+                rows = _rows(tok, mine, num_threads=1 + i % 2)
+                one = [tok.encode_ordinary(d) for d in mine[:40]]
+                back = [None] * len(docs)
+                for j, row in zip(order, rows, strict=True):
+                    back[j] = row
+                got[i] = [back, [want[j] for j in order[:40]] == one]
+            except BaseException as e:  # noqa: BLE001  (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        for back, singles_ok in got.values():
+            assert back == want and singles_ok
+
+
+def test_replacing_the_cache_keeps_ids(corpus):
+    docs = _docs(corpus, n=100, seed=2)
+    tok = gputok.gpt2(device="cpu")
+    want = _rows(tok, docs)
+    tok.set_piece_cache_bytes(1 << 20)
+    assert tok.piece_cache_stats()["entries"] == 0
+    assert _rows(tok, docs) == want
+    ids, _ = tok.encode_batch_flat(docs)
+    assert np.array_equal(ids, np.concatenate([np.asarray(r, np.int32) for r in want]))
