@@ -166,11 +166,9 @@ def test_bad_types_raise_type_or_value_error(tok, data, offsets, match):
 def test_core_checks_dtype_itself(tok):
     """The native entry point takes only int32/int64 (the wrapper converts the others)."""
     with pytest.raises(TypeError, match="offsets must be int32 or int64, got float64"):
-        tok._core.encode_flat_buffer(b"ab", np.array([0.0, 2.0]), [], [], "strict", 0, "per_word")
+        tok._core.encode_flat_buffer(b"ab", np.array([0.0, 2.0]), [], [], "strict", 0)
     with pytest.raises(ValueError, match="C-contiguous int32/int64 array"):
-        tok._core.encode_flat_buffer(
-            b"ab", np.array([0, 9, 2, 9])[::2], [], [], "strict", 0, "per_word"
-        )
+        tok._core.encode_flat_buffer(b"ab", np.array([0, 9, 2, 9])[::2], [], [], "strict", 0)
 
 
 def test_releases_the_gil(tok, corpus):

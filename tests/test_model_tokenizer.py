@@ -164,8 +164,8 @@ def test_pool_limit_reaches_gputok_on_cuda_only():
     calls = []
 
     class FakeTok:
-        def set_cpu_below_bytes(self, n):
-            calls.append({"cpu_below_bytes": n})
+        def set_cpu_below_bytes(self, n, per_row=0):
+            calls.append({"cpu_below_bytes": (n, per_row)})
 
     class FakeGputok:
         @staticmethod
@@ -173,40 +173,52 @@ def test_pool_limit_reaches_gputok_on_cuda_only():
             calls.append(kw)
             return FakeTok()
 
+        @staticmethod
+        def default_crossover():
+            return (8192, 32)
+
     s = m.parse_settings({"pool_limit_bytes": {"string_value": "65536"}})
     m.load_tokenizer(FakeGputok, s, "", "cuda", device_id=1)
     m.load_tokenizer(FakeGputok, s, "", "cpu")
     m.load_tokenizer(FakeGputok, m.TokenizerSettings(), "", "cuda")
     assert calls == [
         {"device": "cuda", "device_id": 1, "pool_limit_bytes": 65536},
-        {"cpu_below_bytes": 16384},
+        {"cpu_below_bytes": (8192, 32)},
         {"device": "cpu"},
         {"device": "cuda", "device_id": 0},
-        {"cpu_below_bytes": 16384},
+        {"cpu_below_bytes": (8192, 32)},
     ]
 
 
 def test_cpu_below_bytes_setting():
     """cpu_below_bytes (small batches on the CPU path of a GPU instance): parsed, validated,
-    0 turns it off."""
-    assert m.parse_settings({}).cpu_below_bytes == 16384
+    0 turns it off; unset, the library's measured rule applies."""
+    assert m.parse_settings({}).cpu_below_bytes is None
+    assert m.parse_settings({"cpu_below_bytes": {"string_value": "4096"}}).cpu_below_bytes == 4096
     assert m.parse_settings({"cpu_below_bytes": {"string_value": "0"}}).cpu_below_bytes == 0
     with pytest.raises(ValueError, match="cpu_below_bytes"):
         m.parse_settings({"cpu_below_bytes": {"string_value": "-1"}})
     calls = []
 
     class FakeTok:
-        def set_cpu_below_bytes(self, n):
-            calls.append(n)
+        def set_cpu_below_bytes(self, n, per_row=0):
+            calls.append((n, per_row))
 
     class FakeGputok:
         @staticmethod
         def gpt2(**kw):
             return FakeTok()
 
+        @staticmethod
+        def default_crossover():
+            return (8192, 32)
+
     off = m.parse_settings({"cpu_below_bytes": {"string_value": "0"}})
     m.load_tokenizer(FakeGputok, off, "", "cuda")
     assert calls == []
+    m.load_tokenizer(FakeGputok, m.parse_settings({}), "", "cuda")
+    m.load_tokenizer(FakeGputok, m.parse_settings({}), "", "cpu")
+    assert calls == [(8192, 32)]
 
 
 def test_device_memory_error_is_internal():

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "../csrc/parquet.h"
 #include "../csrc/pretokenize.h"
 #include "../csrc/split.h"
+#include "../csrc/tokenizer.h"
 #include "../csrc/vocab.h"
 
 namespace py = pybind11;
@@ -80,54 +82,12 @@ struct ByteBuffer {
   ByteBuffer& operator=(const ByteBuffer&) = delete;
 };
 
-// A contiguous buffer of UTF-8 bytes and document bounds into it -> views, no copy. `bounds`
-// is int32 or int64: shape (n + 1,) boundaries (document i is data[b[i]:b[i+1]], b non-
-// decreasing) or shape (n, 2) [start, end) spans (any order, gaps allowed). Bounds are checked
-// here, since a bad one would read outside the buffer. The caller keeps `data` alive.
-template <typename T>
-std::vector<TextInput> buffer_views(const char* data, size_t size, const py::array& bounds) {
-  const auto* b = static_cast<const T*>(bounds.data());
-  const bool spans = bounds.ndim() == 2;
-  const size_t n = spans ? size_t(bounds.shape(0)) : size_t(bounds.shape(0)) - 1;
-  const auto in_range = [size](int64_t v) { return v >= 0 && uint64_t(v) <= size; };
-  std::vector<TextInput> out;
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t start = spans ? int64_t(b[2 * i]) : int64_t(b[i]);
-    const int64_t end = spans ? int64_t(b[2 * i + 1]) : int64_t(b[i + 1]);
-    if (!in_range(start) || !in_range(end) || end < start) {
-      const std::string what =
-          spans ? "span " + std::to_string(i) + " ["
-                : "offsets[" + std::to_string(i) + ":" + std::to_string(i + 2) + "] [";
-      throw py::value_error(what + std::to_string(start) + ", " + std::to_string(end) +
-                            ") is not a range inside the buffer of " + std::to_string(size) +
-                            " bytes (offsets must be non-decreasing, from 0 to its size)");
-    }
-    out.push_back(TextInput{std::string_view(data + start, size_t(end - start)), false});
-  }
-  return out;
-}
-
 // Moves a vector into a numpy array without copying: the capsule owns the vector.
 template <typename V, typename T = typename V::value_type>
 py::array_t<T> to_numpy(V&& v) {
   auto* heap = new V(std::move(v));
   py::capsule owner(heap, [](void* p) { delete static_cast<V*>(p); });
   return py::array_t<T>({py::ssize_t(heap->size())}, {py::ssize_t(sizeof(T))}, heap->data(), owner);
-}
-
-Utf8Policy to_policy(const std::string& errors) {
-  if (errors == "strict") return Utf8Policy::kStrict;
-  if (errors == "replace") return Utf8Policy::kReplace;
-  throw py::value_error("errors must be 'strict' or 'replace', got '" + errors + "'");
-}
-
-Algorithm to_algorithm(const std::string& name) {
-  if (name == "per_word") return Algorithm::kPerWord;
-  if (name == "blockbpe") return Algorithm::kBlockBpe;
-  if (name == "blockbpe_optimized") return Algorithm::kBlockBpeOptimized;
-  throw py::value_error("algorithm must be 'per_word', 'blockbpe' or 'blockbpe_optimized', got '" +
-                        name + "'");
 }
 
 std::vector<std::string> to_token_list(const py::sequence& tokens) {
@@ -144,7 +104,6 @@ std::vector<SpecialToken> to_specials(const py::dict& specials) {
   return out;
 }
 
-// A tokenizer core: the vocabulary, the CPU encoder and, on device="cuda", a GPU encoder.
 // Decoded Parquet pages (parquet.h) and a cursor over their rows' spans, a batch at a time.
 struct ParquetPages {
   std::shared_ptr<ParquetValues> values;
@@ -198,102 +157,163 @@ std::vector<ParquetChunkRef> to_chunk_refs(const py::object& buf, const py::obje
   return refs;
 }
 
-class Core {
+// Python's "offsets" array -> the facade's Bounds (the array's layout and dtype; the facade
+// checks the values against the buffer).
+Bounds to_bounds(const py::array& bounds) {
+  if (!(bounds.flags() & py::array::c_style))
+    throw py::value_error(
+        "offsets must be a C-contiguous int32/int64 array of shape (n + 1,) or (n, 2)");
+  const bool spans = bounds.ndim() == 2 && bounds.shape(1) == 2;
+  if (!spans && bounds.ndim() != 1) {
+    std::string shape = bounds.ndim() == 0 ? "a scalar" : "(";
+    for (py::ssize_t d = 0; d < bounds.ndim(); ++d)
+      shape += (d ? ", " : "") + std::to_string(bounds.shape(d));
+    if (bounds.ndim() > 0) shape += bounds.ndim() == 1 ? ",)" : ")";
+    throw py::value_error("offsets must have shape (n + 1,) or (n, 2), got " + shape);
+  }
+  const bool wide = bounds.dtype().is(py::dtype::of<int64_t>());
+  if (!wide && !bounds.dtype().is(py::dtype::of<int32_t>()))
+    throw py::type_error("offsets must be int32 or int64, got " +
+                         std::string(py::str(bounds.dtype())));
+  return Bounds{bounds.data(), wide, spans, size_t(bounds.shape(0))};
+}
+
+// A separator argument: None -> none, else a Python or numpy int (not a bool), whose range the
+// facade checks.
+std::optional<int64_t> to_separator(const py::object& sep) {
+  if (sep.is_none()) return std::nullopt;
+  const bool numpy_int = py::isinstance(sep, py::module_::import("numpy").attr("integer"));
+  if (PyBool_Check(sep.ptr()) || !(PyLong_Check(sep.ptr()) || numpy_int))
+    throw py::type_error(std::string("separator must be an int or None, got ") +
+                         Py_TYPE(sep.ptr())->tp_name);
+  const py::int_ value = py::reinterpret_steal<py::int_>(PyNumber_Index(sep.ptr()));
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  return overflow > 0 ? INT64_MAX : overflow < 0 ? INT64_MIN : int64_t(v);
+}
+
+// Token ids -> Python ints: the vocabulary's ids as int objects made once, so a list of ids
+// is an incref and a store per id instead of an allocation (PyLong_FromLong). Ids outside the
+// table (none come out of the encoder) are made as before.
+class IntTable {
  public:
-  Core(std::shared_ptr<const Vocab> vocab, const std::string& device, int device_id,
-       size_t pool_limit, bool gpu_pretokenize, bool blocking_sync, int copy_threads)
-      : vocab_(vocab), encoder_(vocab) {
-    if (device == "cuda") {
-      GpuOptions o;
-      o.device_id = device_id;
-      o.pool_limit_bytes = pool_limit;
-      o.gpu_pretokenize = gpu_pretokenize;
-      o.blocking_sync = blocking_sync;
-      o.copy_threads = copy_threads;
-      gpu_ = std::make_unique<GpuEncoder>(vocab, o);
-    } else if (device != "cpu") {
-      throw py::value_error("device must be 'cpu' or 'cuda', got '" + device + "'");
-    }
+  explicit IntTable(size_t n) {
+    ints_.reserve(n);
+    for (size_t i = 0; i < n; ++i) ints_.push_back(py::int_(i));
+  }
+  PyObject* get(int32_t id) const {
+    if (uint32_t(id) < ints_.size()) return ints_[size_t(id)].inc_ref().ptr();
+    return PyLong_FromLong(id);
+  }
+  py::list list(const int32_t* ids, size_t n) const {
+    py::list out(n);
+    for (size_t i = 0; i < n; ++i) PyList_SET_ITEM(out.ptr(), py::ssize_t(i), get(ids[i]));
+    return out;
   }
 
-  py::tuple encode_flat(const py::sequence& texts, const std::vector<int32_t>& allowed,
-                        const std::vector<int32_t>& disallowed, const std::string& errors,
-                        int num_threads, const std::string& algorithm) {
-    Texts t = to_texts(texts);
-    return encode_flat_inputs(t.inputs, allowed, disallowed, errors, num_threads, algorithm);
+ private:
+  std::vector<py::int_> ints_;
+};
+
+EncodeArgs to_args(std::vector<int32_t> allowed, std::vector<int32_t> disallowed,
+                   const std::string& errors, int num_threads) {
+  return EncodeArgs{SpecialPolicy{std::move(allowed), std::move(disallowed)},
+                    parse_utf8_policy(errors), num_threads};
+}
+
+std::optional<Crossover> to_crossover(std::optional<int64_t> below,
+                                      std::optional<int64_t> per_row) {
+  if (!below && !per_row) return std::nullopt;
+  return Crossover::checked(below.value_or(0), per_row.value_or(0));
+}
+
+// The Python object over the facade: arguments in, results out, the GIL released meanwhile.
+class Core {
+ public:
+  Core(std::shared_ptr<const Vocab> vocab, const std::string& device, const std::string& algorithm,
+       int device_id, size_t pool_limit, bool gpu_pretokenize, bool blocking_sync, int copy_threads,
+       std::optional<int64_t> cpu_below_bytes, std::optional<int64_t> bytes_per_row)
+      : ints_(vocab->n_vocab()) {
+    TokenizerOptions o;
+    o.device = device;
+    o.algorithm = algorithm;
+    o.gpu.device_id = device_id;
+    o.gpu.pool_limit_bytes = pool_limit;
+    o.gpu.gpu_pretokenize = gpu_pretokenize;
+    o.gpu.blocking_sync = blocking_sync;
+    o.gpu.copy_threads = copy_threads;
+    if (auto c = to_crossover(cpu_below_bytes, bytes_per_row)) {
+      o.crossover = *c;
+      o.crossover_given = true;
+    }
+    tok_ = std::make_unique<Tokenizer>(std::move(vocab), o);
+  }
+
+  py::tuple encode_flat(const py::sequence& texts, std::vector<int32_t> allowed,
+                        std::vector<int32_t> disallowed, const std::string& errors,
+                        int num_threads) {
+    const Texts t = to_texts(texts);
+    return flat(t.inputs, to_args(std::move(allowed), std::move(disallowed), errors, num_threads));
   }
 
   // Documents as views into one bytes-like buffer (no Python object per document): the
   // same contract and result as encode_flat of the documents as bytes.
   py::tuple encode_flat_buffer(const py::object& data, const py::array& bounds,
-                               const std::vector<int32_t>& allowed,
-                               const std::vector<int32_t>& disallowed, const std::string& errors,
-                               int num_threads, const std::string& algorithm) {
+                               std::vector<int32_t> allowed, std::vector<int32_t> disallowed,
+                               const std::string& errors, int num_threads) {
     const ByteBuffer buf(data);  // the export is held until we return
-    return encode_flat_inputs(buffer_inputs(buf, bounds), allowed, disallowed, errors, num_threads,
-                              algorithm);
+    const EncodeArgs a = to_args(std::move(allowed), std::move(disallowed), errors, num_threads);
+    return flat(views(buf, bounds), a);
   }
 
-  // encode_flat / encode_flat_buffer packed as uint16 with `separator` (< 0: none) after every
+  // encode_flat / encode_flat_buffer packed as uint16 with `separator` (None: none) after every
   // text: (ids uint16, ends int64 of one per text, kernel_ms).
-  py::tuple encode_packed(const py::sequence& texts, const std::vector<int32_t>& allowed,
-                          const std::vector<int32_t>& disallowed, const std::string& errors,
-                          int num_threads, const std::string& algorithm, int32_t separator) {
-    Texts t = to_texts(texts);
-    return encode_packed_inputs(t.inputs, allowed, disallowed, errors, num_threads, algorithm,
-                                separator);
+  py::tuple encode_packed(const py::sequence& texts, std::vector<int32_t> allowed,
+                          std::vector<int32_t> disallowed, const std::string& errors,
+                          int num_threads, const py::object& separator) {
+    const Texts t = to_texts(texts);
+    const EncodeArgs a = to_args(std::move(allowed), std::move(disallowed), errors, num_threads);
+    return packed(t.inputs, a, to_separator(separator));
   }
 
   py::tuple encode_packed_buffer(const py::object& data, const py::array& bounds,
-                                 const std::vector<int32_t>& allowed,
-                                 const std::vector<int32_t>& disallowed, const std::string& errors,
-                                 int num_threads, const std::string& algorithm, int32_t separator) {
+                                 std::vector<int32_t> allowed, std::vector<int32_t> disallowed,
+                                 const std::string& errors, int num_threads,
+                                 const py::object& separator) {
     const ByteBuffer buf(data);
-    return encode_packed_inputs(buffer_inputs(buf, bounds), allowed, disallowed, errors,
-                                num_threads, algorithm, separator);
+    const EncodeArgs a = to_args(std::move(allowed), std::move(disallowed), errors, num_threads);
+    return packed(views(buf, bounds), a, to_separator(separator));
   }
 
-  // The documents of a bytes-like buffer and their int32/int64 bounds, as views.
-  static std::vector<TextInput> buffer_inputs(const ByteBuffer& buf, const py::array& bounds) {
-    const bool spans = bounds.ndim() == 2 && bounds.shape(1) == 2;
-    if (!(bounds.flags() & py::array::c_style) || !(spans || bounds.ndim() == 1) ||
-        (!spans && bounds.shape(0) < 1))
-      throw py::value_error(
-          "offsets must be a C-contiguous int32/int64 array of shape (n + 1,) or (n, 2)");
-    const auto* base = static_cast<const char*>(buf.view.buf);
-    const size_t size = size_t(buf.view.len);
-    std::vector<TextInput> inputs;
-    if (bounds.dtype().is(py::dtype::of<int64_t>()))
-      inputs = buffer_views<int64_t>(base, size, bounds);
-    else if (bounds.dtype().is(py::dtype::of<int32_t>()))
-      inputs = buffer_views<int32_t>(base, size, bounds);
-    else
-      throw py::type_error("offsets must be int32 or int64, got " +
-                           std::string(py::str(bounds.dtype())));
-    return inputs;
+  // One text's ids as a list (encode) or an int32 array (encode_to_numpy).
+  py::list encode_list(const py::handle& text, std::vector<int32_t> allowed,
+                       std::vector<int32_t> disallowed, const std::string& errors) {
+    const IdVector ids = one(text, std::move(allowed), std::move(disallowed), errors);
+    return ints_.list(ids.data(), ids.size());
   }
 
-  // One text, ids as a list: the latency path of encode()/encode_ordinary() on the CPU.
-  py::list encode_list(const py::handle& text, const std::vector<int32_t>& allowed,
-                       const std::vector<int32_t>& disallowed, const std::string& errors,
-                       const std::string& algorithm) {
-    std::vector<py::object> keep;
-    std::vector<TextInput> inputs{to_input(text, keep)};
-    const SpecialPolicy policy{allowed, disallowed};
-    const Utf8Policy utf8 = to_policy(errors);
-    const Algorithm alg = to_algorithm(algorithm);
-    std::vector<int32_t> ids;
+  py::array_t<int32_t> encode_numpy(const py::handle& text, std::vector<int32_t> allowed,
+                                    std::vector<int32_t> disallowed, const std::string& errors) {
+    return to_numpy(one(text, std::move(allowed), std::move(disallowed), errors));
+  }
+
+  // Every text's ids as its own list (encode_batch), with no flat Python list in between.
+  py::list encode_lists(const py::sequence& texts, std::vector<int32_t> allowed,
+                        std::vector<int32_t> disallowed, const std::string& errors,
+                        int num_threads) {
+    const Texts t = to_texts(texts);
+    const EncodeArgs a = to_args(std::move(allowed), std::move(disallowed), errors, num_threads);
+    EncodeResult r;
     {
       py::gil_scoped_release release;
-      if (gpu_) {
-        const IdVector gpu_ids = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8).ids;
-        ids.assign(gpu_ids.begin(), gpu_ids.end());
-      } else {
-        encoder_.encode_one(inputs[0], policy, utf8, ids);
-      }
+      r = tok_->encode(t.inputs, a);
     }
-    py::list out(ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) PyList_SET_ITEM(out.ptr(), i, PyLong_FromLong(ids[i]));
+    py::list out(t.inputs.size());
+    for (size_t i = 0; i < t.inputs.size(); ++i) {
+      const int64_t b = r.offsets[i], e = r.offsets[i + 1];
+      PyList_SET_ITEM(out.ptr(), py::ssize_t(i),
+                      ints_.list(r.ids.data() + b, size_t(e - b)).release().ptr());
+    }
     return out;
   }
 
@@ -302,15 +322,15 @@ class Core {
     std::string out;
     {
       py::gil_scoped_release release;
-      gputok::decode_bytes(*vocab_, ids.data(), size_t(ids.size()), out);
+      out = tok_->decode_bytes(ids.data(), size_t(ids.size()));
     }
     return py::bytes(out);
   }
 
   py::dict gpu_counters() const {
     py::dict d;
-    if (!gpu_) return d;
-    const GpuCounters c = gpu_->counters();
+    if (!tok_->on_gpu()) return d;
+    const GpuCounters c = tok_->gpu_counters();
     d["device_allocs"] = c.device_allocs;
     d["pinned_allocs"] = c.pinned_allocs;
     d["launches"] = c.launches;
@@ -318,27 +338,18 @@ class Core {
     return d;
   }
 
-  void set_pool_limit(size_t bytes) {
-    if (!gpu_) throw py::value_error("set_pool_limit needs device='cuda'");
-    gpu_->set_pool_limit(bytes);
+  void set_crossover(int64_t below, int64_t per_row) {
+    tok_->set_crossover(Crossover::checked(below, per_row));
+  }
+  py::tuple crossover() const {
+    const Crossover c = tok_->crossover();
+    return py::make_tuple(c.cpu_below_bytes, c.bytes_per_row);
   }
 
-  void set_cpu_below_bytes(size_t bytes) {
-    if (!gpu_) throw py::value_error("set_cpu_below_bytes needs device='cuda'");
-    gpu_->set_cpu_below_bytes(bytes);
-  }
-
-  void set_gpu_pretokenize(bool on) {
-    if (!gpu_) throw py::value_error("gpu_pretokenize needs device='cuda'");
-    gpu_->set_gpu_pretokenize(on);
-  }
-
-  bool on_gpu() const { return gpu_ != nullptr; }
-
-  void set_piece_cache_bytes(size_t bytes) { encoder_.set_piece_cache_bytes(bytes); }
+  void set_piece_cache_bytes(size_t bytes) { tok_->set_piece_cache_bytes(bytes); }
 
   py::dict piece_cache_stats() const {
-    const PieceCacheStats st = encoder_.piece_cache_stats();
+    const PieceCacheStats st = tok_->piece_cache_stats();
     py::dict d;
     d["capacity_bytes"] = st.capacity_bytes;
     d["entries"] = st.entries;
@@ -348,57 +359,103 @@ class Core {
     return d;
   }
 
-  // Parquet pages decompressed on this encoder's GPU when it has one (parquet.h).
+  // Parquet pages decompressed on this tokenizer's GPU when it has one (parquet.h).
   ParquetPages parquet_decode(const py::object& chunk, const std::string& codec, int64_t rows,
                               int max_def, const py::object& chunks, int64_t max_bytes) {
     return parquet_decode_py(chunk, to_chunk_refs(chunk, chunks, rows), codec, max_def, max_bytes,
-                             gpu_.get());
+                             tok_->gpu());
   }
 
+  const Tokenizer& tok() const { return *tok_; }
+  Tokenizer& tok() { return *tok_; }
+
  private:
-  std::shared_ptr<const Vocab> vocab_;
-  // (ids, offsets, kernel_ms) of `inputs` on the GPU encoder when there is one, else the CPU
-  // one; the GIL is released meanwhile.
-  py::tuple encode_flat_inputs(const std::vector<TextInput>& inputs,
-                               const std::vector<int32_t>& allowed,
-                               const std::vector<int32_t>& disallowed, const std::string& errors,
-                               int num_threads, const std::string& algorithm) {
-    const SpecialPolicy policy{allowed, disallowed};
-    const Utf8Policy utf8 = to_policy(errors);
-    const Algorithm alg = to_algorithm(algorithm);
+  static std::vector<TextInput> views(const ByteBuffer& buf, const py::array& bounds) {
+    return buffer_views(static_cast<const char*>(buf.view.buf), size_t(buf.view.len),
+                        to_bounds(bounds));
+  }
+
+  py::tuple flat(const std::vector<TextInput>& inputs, const EncodeArgs& a) const {
     EncodeResult r;
     {
       py::gil_scoped_release release;
-      if (gpu_) {
-        r = encoder_.encode_batch_gpu(*gpu_, alg, inputs, policy, utf8);
-      } else {
-        r = encoder_.encode_batch(inputs, policy, utf8, num_threads);
-      }
+      r = tok_->encode(inputs, a);
     }
     return py::make_tuple(to_numpy(std::move(r.ids)), to_numpy(std::move(r.offsets)), r.kernel_ms);
   }
 
-  py::tuple encode_packed_inputs(const std::vector<TextInput>& inputs,
-                                 const std::vector<int32_t>& allowed,
-                                 const std::vector<int32_t>& disallowed, const std::string& errors,
-                                 int num_threads, const std::string& algorithm, int32_t separator) {
-    if (separator > 0xFFFF)
-      throw py::value_error("separator must be below 65536 (or negative: none)");
-    const SpecialPolicy policy{allowed, disallowed};
-    const Utf8Policy utf8 = to_policy(errors);
-    const Algorithm alg = to_algorithm(algorithm);
+  py::tuple packed(const std::vector<TextInput>& inputs, const EncodeArgs& a,
+                   std::optional<int64_t> separator) const {
     PackedResult r;
     {
       py::gil_scoped_release release;
-      r = encoder_.encode_batch_packed(gpu_.get(), alg, inputs, policy, utf8, separator,
-                                       num_threads);
+      r = tok_->encode_packed(inputs, a, separator);
     }
     return py::make_tuple(to_numpy(std::move(r.ids)), to_numpy(std::move(r.ends)), r.kernel_ms);
   }
 
-  Encoder encoder_;
-  std::unique_ptr<GpuEncoder> gpu_;  // thread-safe: concurrent calls run on slots of their own
+  IdVector one(const py::handle& text, std::vector<int32_t> allowed,
+               std::vector<int32_t> disallowed, const std::string& errors) const {
+    std::vector<py::object> keep;
+    const TextInput input = to_input(text, keep);
+    const EncodeArgs a = to_args(std::move(allowed), std::move(disallowed), errors, 0);
+    py::gil_scoped_release release;
+    return tok_->encode_one(input, a);
+  }
+
+  IntTable ints_;
+  std::unique_ptr<Tokenizer> tok_;
 };
+
+void bind_core(py::module_& m) {
+  using Bytes = std::optional<int64_t>;
+  py::class_<Core>(m, "Core")
+      .def(py::init<std::shared_ptr<const Vocab>, const std::string&, const std::string&, int,
+                    size_t, bool, bool, int, Bytes, Bytes>(),
+           py::arg("vocab"), py::arg("device") = "cpu", py::arg("algorithm") = "per_word",
+           py::arg("device_id") = 0, py::arg("pool_limit") = 0, py::arg("gpu_pretokenize") = true,
+           py::arg("blocking_sync") = false, py::arg("copy_threads") = 0,
+           py::arg("cpu_below_bytes") = py::none(), py::arg("bytes_per_row") = py::none())
+      .def("encode_flat", &Core::encode_flat, py::arg("texts"), py::arg("allowed"),
+           py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"))
+      .def("encode_flat_buffer", &Core::encode_flat_buffer, py::arg("data"), py::arg("offsets"),
+           py::arg("allowed"), py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"))
+      .def("encode_packed", &Core::encode_packed, py::arg("texts"), py::arg("allowed"),
+           py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"), py::arg("separator"))
+      .def("encode_packed_buffer", &Core::encode_packed_buffer, py::arg("data"), py::arg("offsets"),
+           py::arg("allowed"), py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"),
+           py::arg("separator"))
+      .def("encode_list", &Core::encode_list, py::arg("text"), py::arg("allowed"),
+           py::arg("disallowed"), py::arg("errors"))
+      .def("encode_numpy", &Core::encode_numpy, py::arg("text"), py::arg("allowed"),
+           py::arg("disallowed"), py::arg("errors"))
+      .def("encode_lists", &Core::encode_lists, py::arg("texts"), py::arg("allowed"),
+           py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"))
+      .def("decode_bytes", &Core::decode_bytes)
+      .def("parquet_decode", &Core::parquet_decode, py::arg("chunk"), py::arg("codec"),
+           py::arg("rows"), py::arg("max_def"), py::arg("chunks") = py::none(),
+           py::arg("max_bytes") = -1)
+      .def("gpu_counters", &Core::gpu_counters)
+      .def("set_piece_cache_bytes", &Core::set_piece_cache_bytes, py::arg("bytes"))
+      .def("piece_cache_stats", &Core::piece_cache_stats)
+      .def("set_pool_limit", [](Core& c, size_t bytes) { c.tok().set_pool_limit(bytes); })
+      .def("set_gpu_pretokenize", [](Core& c, bool on) { c.tok().set_gpu_pretokenize(on); })
+      .def("set_crossover", &Core::set_crossover, py::arg("cpu_below_bytes"),
+           py::arg("bytes_per_row"))
+      .def_property_readonly("crossover", &Core::crossover)
+      .def("routes_to_gpu", [](const Core& c, size_t bytes,
+                               size_t rows) { return c.tok().routes_to_gpu(bytes, rows); })
+      .def_property_readonly("device", [](const Core& c) { return c.tok().device(); })
+      .def_property_readonly("on_gpu", [](const Core& c) { return c.tok().on_gpu(); });
+  // The rule alone, for tests on machines without a GPU.
+  m.def("crossover_uses_cpu", [](size_t below, size_t per_row, size_t bytes, size_t rows) {
+    return Crossover{below, per_row}.use_cpu(bytes, rows);
+  });
+  m.def("default_crossover", [] {
+    const Crossover c = default_crossover();
+    return py::make_tuple(c.cpu_below_bytes, c.bytes_per_row);
+  });
+}
 
 }  // namespace
 
@@ -408,6 +465,7 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<VocabError>(m, "VocabError", PyExc_ValueError);
   py::register_exception<DeviceMemoryError>(m, "DeviceMemoryError", PyExc_MemoryError);
   py::register_exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
+  py::register_exception<CudaUnavailable>(m, "CudaUnavailableError", PyExc_RuntimeError);
   py::register_exception<Utf8Error>(m, "Utf8Error", PyExc_ValueError);
   py::register_exception<DisallowedSpecialError>(m, "DisallowedSpecialError", PyExc_ValueError);
   py::register_exception<IdRangeError>(m, "IdRangeError", PyExc_OverflowError);
@@ -601,36 +659,7 @@ PYBIND11_MODULE(_core, m) {
                                         size_t(buf.view.len));
   });
 
-  py::class_<Core>(m, "Core")
-      .def(py::init<std::shared_ptr<const Vocab>, const std::string&, int, size_t, bool, bool,
-                    int>(),
-           py::arg("vocab"), py::arg("device") = "cpu", py::arg("device_id") = 0,
-           py::arg("pool_limit") = 0, py::arg("gpu_pretokenize") = true,
-           py::arg("blocking_sync") = false, py::arg("copy_threads") = 0)
-      .def("encode_flat", &Core::encode_flat, py::arg("texts"), py::arg("allowed"),
-           py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"), py::arg("algorithm"))
-      .def("encode_flat_buffer", &Core::encode_flat_buffer, py::arg("data"), py::arg("offsets"),
-           py::arg("allowed"), py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"),
-           py::arg("algorithm"))
-      .def("encode_packed", &Core::encode_packed, py::arg("texts"), py::arg("allowed"),
-           py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"), py::arg("algorithm"),
-           py::arg("separator"))
-      .def("encode_packed_buffer", &Core::encode_packed_buffer, py::arg("data"), py::arg("offsets"),
-           py::arg("allowed"), py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"),
-           py::arg("algorithm"), py::arg("separator"))
-      .def("encode_list", &Core::encode_list, py::arg("text"), py::arg("allowed"),
-           py::arg("disallowed"), py::arg("errors"), py::arg("algorithm"))
-      .def("decode_bytes", &Core::decode_bytes)
-      .def("parquet_decode", &Core::parquet_decode, py::arg("chunk"), py::arg("codec"),
-           py::arg("rows"), py::arg("max_def"), py::arg("chunks") = py::none(),
-           py::arg("max_bytes") = -1)
-      .def("gpu_counters", &Core::gpu_counters)
-      .def("set_pool_limit", &Core::set_pool_limit)
-      .def("set_gpu_pretokenize", &Core::set_gpu_pretokenize)
-      .def("set_piece_cache_bytes", &Core::set_piece_cache_bytes, py::arg("bytes"))
-      .def("piece_cache_stats", &Core::piece_cache_stats)
-      .def("set_cpu_below_bytes", &Core::set_cpu_below_bytes)
-      .def_property_readonly("on_gpu", &Core::on_gpu);
+  bind_core(m);
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {

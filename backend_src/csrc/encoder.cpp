@@ -328,11 +328,6 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
 EncodeResult Encoder::encode_batch_gpu(GpuEncoder& gpu, Algorithm algorithm,
                                        const std::vector<TextInput>& texts,
                                        const SpecialPolicy& policy, Utf8Policy utf8) const {
-  if (const size_t below = gpu.cpu_below_bytes()) {
-    size_t total = 0;
-    for (const TextInput& t : texts) total += t.bytes.size();
-    if (total < below) return encode_batch(texts, policy, utf8, 0);  // kernel_ms stays 0
-  }
   Prepared p;
   prepare(texts, policy, utf8, p);
   std::vector<std::string_view> segments;
@@ -386,9 +381,9 @@ PackedResult Encoder::encode_batch_packed(GpuEncoder* gpu, Algorithm algorithm,
   for (const TextInput& t : texts) bytes += t.bytes.size();
   PackedResult r;
   r.ends.resize(n);
-  // Allowed specials are stitched in between the GPU's segments (encode_batch_gpu), and
-  // small calls go to the CPU: both are packed after the fact.
-  if (!gpu || !policy.allowed.empty() || bytes < gpu->cpu_below_bytes()) {
+  // Allowed specials are stitched in between the GPU's segments (encode_batch_gpu), and the
+  // CPU path's result is packed after the fact.
+  if (!gpu || !policy.allowed.empty()) {
     EncodeResult e = gpu ? encode_batch_gpu(*gpu, algorithm, texts, policy, utf8)
                          : encode_batch(texts, policy, utf8, num_threads);
     r.kernel_ms = e.kernel_ms;

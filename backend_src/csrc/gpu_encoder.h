@@ -95,9 +95,6 @@ struct GpuOptions {
   // and each of decompress_pages' slots (up to 4 calls of each at once)
   size_t pool_limit_bytes = 0;
   bool gpu_pretokenize = true;  // false: pieces found on the CPU, merges on the GPU
-  // Calls with fewer bytes of text than this run on the CPU path (Encoder::encode_batch_gpu):
-  // a few hundred tokens take ~15 us there and ~55 us through a launch, copies and a sync.
-  size_t cpu_below_bytes = 0;
   // true: a call waits for the device on a blocking-sync event (the thread sleeps) instead of
   // cudaStreamSynchronize's spin. The spin answers a few microseconds sooner, which matters
   // for one short text; the sleep frees the core, which matters when several processes share
@@ -137,8 +134,6 @@ class GpuEncoder {
 
   void set_gpu_pretokenize(bool on);
   void set_pool_limit(size_t bytes);
-  void set_cpu_below_bytes(size_t bytes);
-  size_t cpu_below_bytes() const;
   GpuCounters counters() const;
   int device_id() const;
 

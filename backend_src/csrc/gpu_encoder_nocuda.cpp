@@ -25,8 +25,6 @@ void GpuEncoder::decompress_pages(const uint8_t*, size_t, const std::vector<Page
 }
 void GpuEncoder::set_gpu_pretokenize(bool) {}
 void GpuEncoder::set_pool_limit(size_t) {}
-void GpuEncoder::set_cpu_below_bytes(size_t) {}
-size_t GpuEncoder::cpu_below_bytes() const { return 0; }
 GpuCounters GpuEncoder::counters() const { return {}; }
 int GpuEncoder::device_id() const { return -1; }
 

@@ -16,7 +16,13 @@ except ImportError as e:  # pragma: no cover - only without a build
     raise ImportError(
         f"gputok's native extension is not built ({e}): run `make build` in the repository"
     ) from e
-from ._tokenizer import ALGORITHMS, CudaUnavailableError, Tokenizer, cuda_available
+from ._tokenizer import (
+    ALGORITHMS,
+    CudaUnavailableError,
+    Tokenizer,
+    cuda_available,
+    default_crossover,
+)
 from ._vocab import (
     GPT2_RANKS,
     GPT2_RANKS_SHA256,
@@ -45,6 +51,7 @@ __all__ = [
     "VocabError",
     "bytes_to_unicode",
     "cuda_available",
+    "default_crossover",
     "gpt2",
     "load_hf_files",
     "load_tiktoken_file",
@@ -55,14 +62,16 @@ __all__ = [
 def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokenizer:
     """GPT-2's tokenizer (r50k_base) from the packaged, sha256-pinned ranks.
 
-    device: "auto" (the GPU when usable, else the CPU), "cpu" or "cuda" (raises
-    CudaUnavailableError where no GPU can be used). algorithm: the GPU merge method, one of
+    device: "auto" (the GPU when usable, each call on the faster path for its size: see
+    default_crossover), "cpu" or "cuda" (every call on the GPU; raises CudaUnavailableError
+    where no GPU can be used). algorithm: the GPU merge method, one of
     ALGORITHMS. options: device_id, pool_limit_bytes, gpu_pretokenize, blocking_sync (GPU calls
     wait asleep instead of spinning: frees a core per waiting caller for a few microseconds
     of latency; the corpus workers use it), copy_threads (host threads that copy a large GPU
     batch in and out of pinned memory; 0: up to 8; 1: the calling thread alone),
     piece_cache_bytes (the CPU path's pretoken cache, shared by calls and threads: 64 MiB by
-    default, 0: off).
+    default, 0: off), cpu_below_bytes and bytes_per_row (the CPU/GPU crossover; Tokenizer says
+    how).
     """
     return Tokenizer(
         gpt2_vocab(), GPT2_SPECIALS, name="gpt2", device=device, algorithm=algorithm, **options

@@ -11,13 +11,12 @@ import numpy as np
 from . import _core
 
 ALGORITHMS = ("per_word", "blockbpe", "blockbpe_optimized")
-ERRORS = ("strict", "replace")
 
 Text = str | bytes
 
 
-class CudaUnavailableError(RuntimeError):
-    """device="cuda" was asked for where no usable GPU (or no CUDA build) exists."""
+# device="cuda" asked for where no usable GPU (or no CUDA build) exists: a RuntimeError.
+CudaUnavailableError = _core.CudaUnavailableError
 
 
 def cuda_available() -> tuple[bool, str]:
@@ -26,23 +25,25 @@ def cuda_available() -> tuple[bool, str]:
     return bool(ok), str(why)
 
 
-def _resolve_device(device: str) -> str:
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
-    if device == "cpu":
-        return "cpu"
-    ok, why = cuda_available()
-    if device == "cuda" and not ok:
-        raise CudaUnavailableError(f"device='cuda' is not available: {why}")
-    return "cuda" if ok else "cpu"
+def default_crossover() -> tuple[int, int]:
+    """(cpu_below_bytes, bytes_per_row) of device="auto": a call of B bytes over R texts
+    runs on the CPU path while B + R * bytes_per_row < cpu_below_bytes, else on the GPU.
+    Measured by bench/bench_crossover.py (docs/api.md gives the figures)."""
+    below, per_row = _core.default_crossover()
+    return int(below), int(per_row)
 
 
 class Tokenizer:
     """An exact byte-level BPE tokenizer with tiktoken's semantics.
 
     Build one with ``gputok.gpt2()`` or a loader; the vocabulary is shared and immutable, so
-    one Tokenizer may be used from many threads (calls release the GIL; GPU calls on one
-    Tokenizer run one at a time).
+    one Tokenizer may be used from many threads (calls release the GIL; up to 4 GPU calls on
+    one Tokenizer run at once, each on a stream of its own).
+
+    On a GPU tokenizer each call picks its path: the CPU while its bytes are below
+    ``cpu_below_bytes - rows * bytes_per_row``, the GPU from there (same ids either way).
+    Unset, the rule is ``default_crossover()`` for device="auto" and "always the GPU" for
+    device="cuda"; ``set_cpu_below_bytes`` changes it later.
     """
 
     def __init__(
@@ -59,25 +60,26 @@ class Tokenizer:
         blocking_sync: bool = False,
         copy_threads: int = 0,
         piece_cache_bytes: int | None = None,
+        cpu_below_bytes: int | None = None,
+        bytes_per_row: int | None = None,
     ):
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
         self.name = name
-        self.device = _resolve_device(device)
         self.algorithm = algorithm
         self._vocab = vocab
         self._special_tokens = dict(special_tokens)
-        if int(copy_threads) < 0:
-            raise ValueError(f"copy_threads must be >= 0 (0: automatic), got {copy_threads!r}")
         self._core = _core.Core(
             vocab,
-            self.device,
+            device,
+            algorithm,
             device_id,
             pool_limit_bytes,
             gpu_pretokenize,
             blocking_sync,
             int(copy_threads),
+            cpu_below_bytes,
+            bytes_per_row,
         )
+        self.device = self._core.device
         if piece_cache_bytes is not None:
             self.set_piece_cache_bytes(piece_cache_bytes)
         self._default_policy = self._policy(frozenset(), "all")
@@ -129,9 +131,7 @@ class Tokenizer:
             )
         return sorted(specials[t] for t in allowed), sorted(specials[t] for t in disallowed)
 
-    def _resolve(self, allowed_special, disallowed_special, errors):
-        if errors not in ERRORS:
-            raise ValueError(f"errors must be 'strict' or 'replace', got {errors!r}")
+    def _resolve(self, allowed_special, disallowed_special):
         if not allowed_special and disallowed_special == "all":
             return self._default_policy
         return self._policy(allowed_special, disallowed_special)
@@ -145,13 +145,25 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
         errors: str = "strict",
     ) -> list[int]:
-        allowed, disallowed = self._resolve(allowed_special, disallowed_special, errors)
-        return self._core.encode_list(text, allowed, disallowed, errors, self.algorithm)
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
+        return self._core.encode_list(text, allowed, disallowed, errors)
+
+    def encode_to_numpy(
+        self,
+        text: Text,
+        *,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+        errors: str = "strict",
+    ) -> np.ndarray:
+        """tiktoken's ``encode_to_numpy``: ``encode(text)``'s ids as a 1-D uint32 array (the
+        dtype tiktoken returns), with no Python int per token. The array owns the encoder's
+        output buffer: nothing is copied after encoding."""
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
+        return self._core.encode_numpy(text, allowed, disallowed, errors).view(np.uint32)
 
     def encode_ordinary(self, text: Text, *, errors: str = "strict") -> list[int]:
-        if errors not in ERRORS:
-            raise ValueError(f"errors must be 'strict' or 'replace', got {errors!r}")
-        return self._core.encode_list(text, [], [], errors, self.algorithm)
+        return self._core.encode_list(text, [], [], errors)
 
     def encode_batch_flat(
         self,
@@ -197,9 +209,9 @@ class Tokenizer:
         do not resize or write ``data`` from another thread meanwhile.
         """
         bounds = _as_bounds(offsets)
-        allowed, disallowed = self._resolve(allowed_special, disallowed_special, errors)
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
         ids, out_offsets, _ = self._core.encode_flat_buffer(
-            data, bounds, allowed, disallowed, errors, int(num_threads), self.algorithm
+            data, bounds, allowed, disallowed, errors, int(num_threads)
         )
         return ids, out_offsets
 
@@ -243,19 +255,14 @@ class Tokenizer:
         """(ids, ends) of the core's packed ``call`` on ``args`` (the documents), followed by
         (allowed_special, disallowed_special, errors, num_threads, separator)."""
         *docs, allowed_special, disallowed_special, errors, num_threads, separator = args
-        allowed, disallowed = self._resolve(allowed_special, disallowed_special, errors)
-        sep = _separator(separator)
-        ids, ends, _ = call(
-            *docs, allowed, disallowed, errors, int(num_threads), self.algorithm, sep
-        )
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
+        ids, ends, _ = call(*docs, allowed, disallowed, errors, int(num_threads), separator)
         return ids, ends
 
     def _encode_flat(self, texts, num_threads, allowed_special, disallowed_special, errors):
         texts = _as_text_sequence(texts)
-        allowed, disallowed = self._resolve(allowed_special, disallowed_special, errors)
-        return self._core.encode_flat(
-            texts, allowed, disallowed, errors, int(num_threads), self.algorithm
-        )
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
+        return self._core.encode_flat(texts, allowed, disallowed, errors, int(num_threads))
 
     def encode_batch(
         self,
@@ -266,14 +273,10 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
         errors: str = "strict",
     ) -> list[list[int]]:
-        ids, offsets = self.encode_batch_flat(
-            texts,
-            num_threads=num_threads,
-            allowed_special=allowed_special,
-            disallowed_special=disallowed_special,
-            errors=errors,
+        allowed, disallowed = self._resolve(allowed_special, disallowed_special)
+        return self._core.encode_lists(
+            _as_text_sequence(texts), allowed, disallowed, errors, int(num_threads)
         )
-        return _split_rows(ids, offsets)
 
     def encode_ordinary_batch(
         self, texts: Sequence[Text], *, num_threads: int = 0, errors: str = "strict"
@@ -324,13 +327,22 @@ class Tokenizer:
         """Caps the GPU memory pool; a request that needs more raises DeviceMemoryError."""
         self._core.set_pool_limit(int(nbytes))
 
-    def set_cpu_below_bytes(self, nbytes: int) -> None:
-        """On a GPU tokenizer, calls with fewer than ``nbytes`` bytes of text in total take the
-        CPU path (same ids): a few hundred tokens cost ~15 us there and ~55 us through a kernel
-        launch, two copies and a sync (docs/benchmarks.md). 0 (the default): always the GPU."""
-        if nbytes < 0:
-            raise ValueError(f"nbytes must be >= 0, got {nbytes}")
-        self._core.set_cpu_below_bytes(int(nbytes))
+    def set_cpu_below_bytes(self, nbytes: int, per_row: int = 0) -> None:
+        """On a GPU tokenizer, calls whose bytes of text plus ``rows * per_row`` are fewer than
+        ``nbytes`` take the CPU path (same ids). ``set_cpu_below_bytes(0)``: always the GPU;
+        ``set_cpu_below_bytes(*gputok.default_crossover())``: device="auto"'s measured rule.
+        On a CPU tokenizer it raises ValueError (there is no GPU path to choose)."""
+        self._core.set_crossover(int(nbytes), int(per_row))
+
+    @property
+    def crossover(self) -> tuple[int, int]:
+        """(cpu_below_bytes, bytes_per_row): the rule each call's path is chosen by."""
+        below, per_row = self._core.crossover
+        return int(below), int(per_row)
+
+    def path_for(self, nbytes: int, rows: int = 1) -> str:
+        """ "cuda" or "cpu": the path a call of ``nbytes`` bytes over ``rows`` texts takes."""
+        return "cuda" if self._core.routes_to_gpu(int(nbytes), int(rows)) else "cpu"
 
     def set_gpu_pretokenize(self, on: bool) -> None:
         """True: pieces are found on the device (default); False: on the CPU."""
@@ -343,17 +355,6 @@ def _as_text_sequence(texts) -> Sequence:
     return texts if isinstance(texts, Sequence) else list(texts)
 
 
-def _separator(separator) -> int:
-    """The core's separator argument: -1 for none, else an id that fits uint16."""
-    if separator is None:
-        return -1
-    if isinstance(separator, bool) or not isinstance(separator, (int, np.integer)):
-        raise TypeError(f"separator must be an int or None, got {type(separator).__name__}")
-    if not 0 <= int(separator) <= 0xFFFF:
-        raise ValueError(f"separator must be in 0..65535 (a uint16 id), got {separator}")
-    return int(separator)
-
-
 def _as_bounds(offsets) -> np.ndarray:
     """``offsets`` as a C-contiguous int32/int64 array (no copy when it is one already)."""
     arr = np.asarray(offsets)
@@ -364,11 +365,7 @@ def _as_bounds(offsets) -> np.ndarray:
         if kind not in "iu" and arr.size:  # an empty list reads as float64: let it pass
             raise TypeError(f"offsets must be an integer array, got dtype {arr.dtype}")
         arr = arr.astype(np.int64)
-    if arr.ndim == 1 and arr.shape[0] < 1 or arr.ndim == 2 and arr.shape[1] != 2 or arr.ndim > 2:
-        raise ValueError(f"offsets must have shape (n + 1,) or (n, 2), got {arr.shape}")
-    if arr.ndim == 0:
-        raise ValueError("offsets must have shape (n + 1,) or (n, 2), got a scalar")
-    return np.ascontiguousarray(arr)
+    return np.ascontiguousarray(arr)  # the core checks its shape and values
 
 
 def _split_rows(ids: np.ndarray, offsets: np.ndarray) -> list[list[int]]:

@@ -451,15 +451,6 @@ void GpuEncoder::set_pool_limit(size_t bytes) {
   I.for_each_slot([&](StreamSlot& s) { s.trim(bytes); });
 }
 
-void GpuEncoder::set_cpu_below_bytes(size_t bytes) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->opt.cpu_below_bytes = bytes;
-}
-size_t GpuEncoder::cpu_below_bytes() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->opt.cpu_below_bytes;
-}
-
 GpuCounters GpuEncoder::counters() const {
   Impl& I = *impl_;
   GpuCounters c;

@@ -55,8 +55,9 @@ class TokenizerSettings:
     # CUDA IPC from the stub, and a copy back down for every client response.
     outputs_on_gpu: str = "false"
     # On a GPU instance, an execute() with fewer bytes of text than this runs on the CPU path
-    # (same ids): small batches are faster there than through a launch and a sync.
-    cpu_below_bytes: int = 16384
+    # (same ids): small batches are faster there than through a launch and a sync. None (unset):
+    # gputok's measured rule, gputok.default_crossover(); 0: always the GPU.
+    cpu_below_bytes: int | None = None
     # cap on gputok's device memory pool (bytes; 0 = none; cuda only). Over it a call raises
     # DeviceMemoryError (a MemoryError -> INTERNAL); docs/reliability.md
     pool_limit_bytes: int = 0
@@ -91,7 +92,7 @@ def parse_settings(params: dict) -> TokenizerSettings:
         num_threads=int(_param(params, "num_threads", str(d.num_threads))),
         outputs_on_gpu=_param(params, "outputs_on_gpu", d.outputs_on_gpu).strip().lower(),
         pool_limit_bytes=int(_param(params, "pool_limit_bytes", str(d.pool_limit_bytes))),
-        cpu_below_bytes=int(_param(params, "cpu_below_bytes", str(d.cpu_below_bytes))),
+        cpu_below_bytes=int(v) if (v := _param(params, "cpu_below_bytes", "").strip()) else None,
     )
     if s.utf8_errors not in ("strict", "replace"):
         raise ValueError(f"utf8_errors must be 'strict' or 'replace', not {s.utf8_errors!r}")
@@ -103,7 +104,7 @@ def parse_settings(params: dict) -> TokenizerSettings:
         raise ValueError("max_bytes_per_request and max_rows_per_request must be positive")
     if s.pool_limit_bytes < 0:
         raise ValueError("pool_limit_bytes must be >= 0 (0 = no cap)")
-    if s.cpu_below_bytes < 0:
+    if s.cpu_below_bytes is not None and s.cpu_below_bytes < 0:
         raise ValueError("cpu_below_bytes must be >= 0 (0 = always the GPU on a GPU instance)")
     return s
 
@@ -148,7 +149,9 @@ def load_tokenizer(gputok, s: TokenizerSettings, model_dir: str, device: str, de
             tok = gputok.load_tokenizer_json(files[0], **kw)
         else:
             tok = gputok.load_tiktoken_file(files[0], **kw)
-    if device == "cuda" and s.cpu_below_bytes:
+    if device == "cuda" and s.cpu_below_bytes is None:
+        tok.set_cpu_below_bytes(*gputok.default_crossover())
+    elif device == "cuda" and s.cpu_below_bytes:
         tok.set_cpu_below_bytes(s.cpu_below_bytes)
     return tok
 

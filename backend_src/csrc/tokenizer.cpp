@@ -1,0 +1,169 @@
+#include "tokenizer.h"
+
+#include "decode.h"
+
+namespace gputok {
+
+// The default crossover of device "auto". Provisional, from bench/bench_crossover.py on the
+// H100 host (16 CPUs), 2026-11-25 10:39 UTC: one text of 5.1 KB took 44 us on the CPU path and
+// 64 us on the GPU, 13.8 KB 92 vs 66 us; 64 texts of the same sizes 58 vs 67 and 103 vs 67 us
+// (each text costs the CPU ~0.2 us more than the GPU, ~30 bytes of CPU work).
+constexpr size_t kCpuBelowBytes = 8192;
+constexpr size_t kBytesPerRow = 32;
+
+bool Crossover::use_cpu(size_t bytes, size_t rows) const {
+  // Saturating: a huge row count must not wrap the sum around to a small number.
+  if (bytes_per_row && rows > (SIZE_MAX - bytes) / bytes_per_row) return false;
+  return bytes + rows * bytes_per_row < cpu_below_bytes;
+}
+
+Crossover Crossover::checked(int64_t cpu_below_bytes, int64_t bytes_per_row) {
+  if (cpu_below_bytes < 0)
+    throw ArgumentError("cpu_below_bytes must be >= 0, got " + std::to_string(cpu_below_bytes));
+  if (bytes_per_row < 0)
+    throw ArgumentError("bytes_per_row must be >= 0, got " + std::to_string(bytes_per_row));
+  return Crossover{size_t(cpu_below_bytes), size_t(bytes_per_row)};
+}
+
+Crossover default_crossover() { return Crossover{kCpuBelowBytes, kBytesPerRow}; }
+
+Utf8Policy parse_utf8_policy(const std::string& errors) {
+  if (errors == "strict") return Utf8Policy::kStrict;
+  if (errors == "replace") return Utf8Policy::kReplace;
+  throw ArgumentError("errors must be 'strict' or 'replace', got '" + errors + "'");
+}
+
+Algorithm parse_algorithm(const std::string& name) {
+  if (name == "per_word") return Algorithm::kPerWord;
+  if (name == "blockbpe") return Algorithm::kBlockBpe;
+  if (name == "blockbpe_optimized") return Algorithm::kBlockBpeOptimized;
+  throw ArgumentError(
+      "algorithm must be one of ('per_word', 'blockbpe', 'blockbpe_optimized'), got '" + name +
+      "'");
+}
+
+namespace {
+
+Device resolve_device(const std::string& device) {
+  if (device != "auto" && device != "cpu" && device != "cuda")
+    throw ArgumentError("device must be 'auto', 'cpu' or 'cuda', got '" + device + "'");
+  if (device == "cpu") return Device::kCpu;
+  std::string why;
+  const bool ok = cuda_available(&why);
+  if (device == "cuda" && !ok) throw CudaUnavailable("device='cuda' is not available: " + why);
+  return ok ? Device::kCuda : Device::kCpu;
+}
+
+template <typename T>
+std::vector<TextInput> views(const char* data, size_t size, const T* b, const Bounds& bounds) {
+  const size_t n = bounds.spans ? bounds.length : bounds.length - 1;
+  const auto in_range = [size](int64_t v) { return v >= 0 && uint64_t(v) <= size; };
+  std::vector<TextInput> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t start = bounds.spans ? int64_t(b[2 * i]) : int64_t(b[i]);
+    const int64_t end = bounds.spans ? int64_t(b[2 * i + 1]) : int64_t(b[i + 1]);
+    if (!in_range(start) || !in_range(end) || end < start) {
+      const std::string what =
+          bounds.spans ? "span " + std::to_string(i) + " ["
+                       : "offsets[" + std::to_string(i) + ":" + std::to_string(i + 2) + "] [";
+      throw ArgumentError(what + std::to_string(start) + ", " + std::to_string(end) +
+                          ") is not a range inside the buffer of " + std::to_string(size) +
+                          " bytes (offsets must be non-decreasing, from 0 to its size)");
+    }
+    out.push_back(TextInput{std::string_view(data + start, size_t(end - start)), false});
+  }
+  return out;
+}
+
+size_t total_bytes(const std::vector<TextInput>& texts) {
+  size_t bytes = 0;
+  for (const TextInput& t : texts) bytes += t.bytes.size();
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<TextInput> buffer_views(const char* data, size_t size, const Bounds& bounds) {
+  if (!bounds.spans && bounds.length < 1)
+    throw ArgumentError("offsets must have shape (n + 1,) or (n, 2), got (0,)");
+  if (bounds.wide) return views(data, size, static_cast<const int64_t*>(bounds.data), bounds);
+  return views(data, size, static_cast<const int32_t*>(bounds.data), bounds);
+}
+
+Tokenizer::Tokenizer(std::shared_ptr<const Vocab> vocab, const TokenizerOptions& options)
+    : vocab_(vocab), encoder_(vocab), algorithm_(parse_algorithm(options.algorithm)) {
+  if (options.gpu.copy_threads < 0)
+    throw ArgumentError("copy_threads must be >= 0 (0: automatic), got " +
+                        std::to_string(options.gpu.copy_threads));
+  const bool automatic = options.device == "auto";
+  store(options.crossover_given ? options.crossover
+        : automatic             ? default_crossover()
+                                : Crossover{});
+  if (resolve_device(options.device) == Device::kCuda)
+    gpu_ = std::make_unique<GpuEncoder>(vocab, options.gpu);
+}
+
+bool Tokenizer::routes_to_gpu(size_t bytes, size_t rows) const {
+  return gpu_ && !crossover().use_cpu(bytes, rows);
+}
+
+Crossover Tokenizer::crossover() const {
+  return Crossover{cpu_below_bytes_.load(std::memory_order_relaxed),
+                   bytes_per_row_.load(std::memory_order_relaxed)};
+}
+
+void Tokenizer::set_crossover(Crossover c) {
+  need_gpu("set_cpu_below_bytes");
+  store(c);
+}
+
+void Tokenizer::store(Crossover c) {
+  cpu_below_bytes_.store(c.cpu_below_bytes, std::memory_order_relaxed);
+  bytes_per_row_.store(c.bytes_per_row, std::memory_order_relaxed);
+}
+
+EncodeResult Tokenizer::encode(const std::vector<TextInput>& texts, const EncodeArgs& args) const {
+  if (routes_to_gpu(total_bytes(texts), texts.size()))
+    return encoder_.encode_batch_gpu(*gpu_, algorithm_, texts, args.policy, args.utf8);
+  return encoder_.encode_batch(texts, args.policy, args.utf8, args.num_threads);
+}
+
+PackedResult Tokenizer::encode_packed(const std::vector<TextInput>& texts, const EncodeArgs& args,
+                                      std::optional<int64_t> separator) const {
+  if (separator && (*separator < 0 || *separator > 0xFFFF))
+    throw ArgumentError("separator must be in 0..65535 (a uint16 id), got " +
+                        std::to_string(*separator));
+  GpuEncoder* gpu = routes_to_gpu(total_bytes(texts), texts.size()) ? gpu_.get() : nullptr;
+  return encoder_.encode_batch_packed(gpu, algorithm_, texts, args.policy, args.utf8,
+                                      separator ? int32_t(*separator) : -1, args.num_threads);
+}
+
+IdVector Tokenizer::encode_one(const TextInput& text, const EncodeArgs& args) const {
+  if (routes_to_gpu(text.bytes.size(), 1))
+    return encoder_.encode_batch_gpu(*gpu_, algorithm_, {text}, args.policy, args.utf8).ids;
+  std::vector<int32_t> ids;  // a text below the crossover: a copy of a few KB at most
+  encoder_.encode_one(text, args.policy, args.utf8, ids);
+  return IdVector(ids.begin(), ids.end());
+}
+
+std::string Tokenizer::decode_bytes(const int64_t* ids, size_t n) const {
+  std::string out;
+  gputok::decode_bytes(*vocab_, ids, n, out);
+  return out;
+}
+
+GpuEncoder& Tokenizer::need_gpu(const char* what) const {
+  if (!gpu_) throw ArgumentError(std::string(what) + " needs device='cuda'");
+  return *gpu_;
+}
+
+void Tokenizer::set_pool_limit(size_t bytes) { need_gpu("set_pool_limit").set_pool_limit(bytes); }
+
+void Tokenizer::set_gpu_pretokenize(bool on) {
+  need_gpu("gpu_pretokenize").set_gpu_pretokenize(on);
+}
+
+GpuCounters Tokenizer::gpu_counters() const { return gpu_ ? gpu_->counters() : GpuCounters{}; }
+
+}  // namespace gputok

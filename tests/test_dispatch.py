@@ -1,0 +1,154 @@
+"""The facade's choice of path (device="auto"'s CPU/GPU crossover, explicit overrides) and the
+outputs that cost nothing to build (encode_to_numpy, encode()'s list from the int table)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import gputok
+from gputok import _core
+
+_ok, _why = gputok.cuda_available()
+gpu = pytest.mark.skipif(not _ok, reason=f"no usable GPU: {_why}")
+
+TEXTS = ["hello world", "", "héllo wörld 日本語 🙂\n\n  x", "a <|endoftext|> b", " 12345  \t\n"]
+
+
+# ------------------------------------------------------------------ the rule
+
+
+def test_rule_cpu_below_the_bound_gpu_from_it():
+    uses_cpu = _core.crossover_uses_cpu
+    assert uses_cpu(1000, 0, 999, 1) and not uses_cpu(1000, 0, 1000, 1)
+    # Each row counts as 100 bytes more: 10 rows leave 1000 - 10 * 100 = 0 bytes to the CPU.
+    assert uses_cpu(1000, 100, 899, 1) and not uses_cpu(1000, 100, 900, 1)
+    assert uses_cpu(1000, 100, 99, 9) and not uses_cpu(1000, 100, 0, 10)
+    # cpu_below_bytes 0: always the GPU, even for an empty call.
+    assert not uses_cpu(0, 0, 0, 0) and not uses_cpu(0, 100, 0, 1)
+
+
+def test_rule_saturates_instead_of_wrapping():
+    """bytes + rows * bytes_per_row past 2**64 must not wrap to a small sum (which would send
+    a huge call to the CPU path)."""
+    huge = 2**64 - 1
+    assert not _core.crossover_uses_cpu(huge, 2**40, 10, 2**30)
+    assert not _core.crossover_uses_cpu(huge, 1, huge - 3, 5)
+    assert _core.crossover_uses_cpu(huge, 1, huge - 6, 5)
+
+
+def test_default_rule_is_autos_and_cuda_is_always_gpu_unless_told():
+    assert gputok.default_crossover()[0] > 0
+    assert gputok.gpt2().crossover == gputok.default_crossover()
+    assert gputok.gpt2(device="cpu", cpu_below_bytes=10).crossover == (10, 0)
+    assert gputok.gpt2(device="cpu", bytes_per_row=7).crossover == (0, 7)
+
+
+def test_bad_rule_values_raise_value_error():
+    with pytest.raises(ValueError, match="cpu_below_bytes must be >= 0"):
+        gputok.gpt2(device="cpu", cpu_below_bytes=-1)
+    with pytest.raises(ValueError, match="bytes_per_row must be >= 0"):
+        gputok.gpt2(device="cpu", bytes_per_row=-5)
+
+
+def test_cpu_tokenizer_never_routes_to_gpu():
+    tok = gputok.gpt2(device="cpu", cpu_below_bytes=0)
+    assert tok.path_for(10**9, 1) == "cpu" and tok.path_for(0, 0) == "cpu"
+
+
+@gpu
+def test_gpu_routing_follows_injected_constants():
+    tok = gputok.gpt2(device="cuda", cpu_below_bytes=1000, bytes_per_row=100)
+    assert tok.crossover == (1000, 100)
+    # One row counts 100 bytes: 899 stay on the CPU; ten rows leave no bytes to it.
+    assert tok.path_for(899) == "cpu" and tok.path_for(900) == "cuda"
+    assert tok.path_for(99, 9) == "cpu" and tok.path_for(0, 10) == "cuda"
+
+
+def _launches(tok, call):
+    before = tok.gpu_counters()["launches"]
+    out = call()
+    return tok.gpu_counters()["launches"] - before, out
+
+
+@gpu
+def test_small_calls_take_the_cpu_large_the_gpu_with_the_same_ids(corpus):
+    cpu = gputok.gpt2(device="cpu")
+    tok = gputok.gpt2(device="cuda", cpu_below_bytes=4096, bytes_per_row=0)
+    small, large = "hello world " * 10, "".join(corpus[:50])
+    assert len(large.encode()) > 4096
+    for text, launched in ((small, False), (large, True)):
+        for call in (tok.encode, tok.encode_to_numpy, lambda t: tok.encode_batch_flat([t])[0]):
+            n, got = _launches(tok, lambda c=call, t=text: c(t))
+            assert (n > 0) == launched, (len(text), call)
+            assert list(got) == cpu.encode(text) and len(got) > 0
+    n, (ids, _) = _launches(tok, lambda: tok.encode_batch_uint16([small], separator=50256))
+    assert n == 0 and ids.tolist() == cpu.encode(small) + [50256]
+
+
+@gpu
+def test_explicit_overrides_are_honoured():
+    tiny = "hi"
+    cuda = gputok.gpt2(device="cuda")  # no rule given: always the GPU
+    assert _launches(cuda, lambda: cuda.encode(tiny))[0] > 0
+    auto = gputok.gpt2()  # the default rule: a tiny text stays on the CPU
+    assert _launches(auto, lambda: auto.encode(tiny))[0] == 0
+    auto.set_cpu_below_bytes(0)  # told otherwise: the GPU for everything
+    assert auto.crossover == (0, 0)
+    assert _launches(auto, lambda: auto.encode(tiny))[0] > 0
+    auto.set_cpu_below_bytes(*gputok.default_crossover())
+    assert _launches(auto, lambda: auto.encode(tiny))[0] == 0
+
+
+# ------------------------------------------------------------------ outputs
+
+
+DEVICES = ["cpu", pytest.param("cuda", marks=gpu)]
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def dev_tok(request):
+    return gputok.gpt2(device=request.param)
+
+
+@pytest.mark.parametrize("policy", [{}, {"allowed_special": "all"}, {"disallowed_special": ()}])
+def test_encode_to_numpy_is_uint32_and_equals_encode(dev_tok, ref, policy):
+    for text in TEXTS:
+        if "<|" in text and not policy:
+            continue
+        got = dev_tok.encode_to_numpy(text, **policy)
+        assert got.dtype == np.uint32 and got.ndim == 1
+        assert got.tolist() == dev_tok.encode(text, **policy) == ref.encode(text, **policy)
+    with pytest.raises(ValueError, match="special"):
+        dev_tok.encode_to_numpy("a <|endoftext|>")
+    bad = b"ok\xff"
+    assert dev_tok.encode_to_numpy(bad, errors="replace").tolist() == ref.encode("ok\ufffd")
+
+
+def test_encode_list_equals_reference_on_the_corpus(dev_tok, ref, corpus):
+    texts = list(corpus[:200]) + ["".join(corpus[200:260])]
+    for text in texts:
+        got = dev_tok.encode(text, disallowed_special=())
+        assert got == ref.encode(text, disallowed_special=()), text[:80]
+        assert all(type(i) is int for i in got)
+    assert sum(len(dev_tok.encode(t, disallowed_special=())) for t in texts) > 10_000
+    batch = dev_tok.encode_batch(texts, disallowed_special=())
+    assert batch == [ref.encode(t, disallowed_special=()) for t in texts]
+
+
+def test_list_ints_are_referenced_not_borrowed(dev_tok):
+    """The list holds a reference to each shared int (an incref per id): dropping the list gives
+    exactly those references back, and the ints stay alive and correct."""
+    text = " world" * 1000  # id 995, above CPython's cached small ints
+    first = dev_tok.encode(text)
+    assert first == [995] * 1000
+    one = first[0]
+    before = sys.getrefcount(one)
+    second = dev_tok.encode(text)
+    during = sys.getrefcount(one)
+    del second
+    after = sys.getrefcount(one)
+    assert (during - before, after - before) == (1000, 0)
+    assert dev_tok.encode_batch([text, text])[1] == first
