@@ -3,8 +3,8 @@
 Every scenario starts one tritonserver (gputok._triton_env.TritonServer, as tests/e2e does) on
 127.0.0.1 with free ports, serving two repositories at once (tritonserver takes several
 `--model-repository`): a copy of our `tokenizer` and `baseline_repository/` with
-`preprocessing_hf` and `preprocessing_tiktoken`. It then runs perf_analyzer (the `pa` wrapper)
-against all three models in the same run, one after another for every setting, and always
+`preprocessing_gigatoken`, `preprocessing_hf` and `preprocessing_tiktoken`. It runs perf_analyzer (the `pa` wrapper)
+against all four models in the same run, one after another for every setting, and always
 stops the server (context manager; SIGTERM, then SIGKILL of its process group).
 
 perf_analyzer writes one CSV per run (`-f`, `--verbose-csv`, p50/p90/p95/p99 columns); we add
@@ -32,7 +32,7 @@ PA = HERE / "pa"
 BASELINES = HERE / "baseline_repository"
 RESULTS = HERE / "results"
 INPUTS = HERE / "inputs"
-MODELS = ("tokenizer", "preprocessing_tiktoken", "preprocessing_hf")
+MODELS = ("tokenizer", "preprocessing_gigatoken", "preprocessing_tiktoken", "preprocessing_hf")
 
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests"))
@@ -44,7 +44,7 @@ def log(msg: str) -> None:
 
 def base_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--models", default=",".join(MODELS), help="comma list (default: all three)")
+    p.add_argument("--models", default=",".join(MODELS), help="comma list (default: all four)")
     p.add_argument("--window-ms", type=int, default=2000, help="perf_analyzer -p (ms)")
     # perf_analyzer reports a setting only after 3 windows agree within -s percent on
     # throughput and on the --percentile latency (p99 here). On the shared 2-core machine p99

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scenario: concurrency sweep. Ours vs both baselines, same server, same run.
+"""Scenario: concurrency sweep. Ours vs the baselines (gigatoken, tiktoken, HF), same server, same run.
 
 For each input size (tokens per request: 128, 1k, 4k, ...), perf_analyzer's
 `--concurrency-range` against `tokenizer`, `preprocessing_tiktoken` and `preprocessing_hf`;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scenario: HTTP vs gRPC at a fixed concurrency. Ours vs both baselines, same server and run.
+"""Scenario: HTTP vs gRPC at a fixed concurrency. Ours vs the baselines (gigatoken, tiktoken, HF), same server and run.
 
 Writes results/protocols.csv (see _common.py).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scenario: request-rate sweep (open loop). Ours vs both baselines, same server, same run.
+"""Scenario: request-rate sweep (open loop). Ours vs the baselines (gigatoken, tiktoken, HF), same server, same run.
 
 perf_analyzer's `--request-rate-range` sends requests at fixed rates whatever the latency, so
 p99 shows where each model stops keeping up. Writes results/rate.csv (see _common.py).

@@ -1,0 +1,111 @@
+"""Baseline `preprocessing_gigatoken`: the strongest CPU tokenizer, served as ours is served.
+
+Where `preprocessing_hf` / `preprocessing_tiktoken` keep TensorRT-LLM's loop of one `encode`
+per row, this one is built to win: all rows of all requests that the dynamic batcher hands to
+one `execute` go to gigatoken in a single `encode_batch(..., parallel=True)` (Rust, SIMD
+pretokenizer, pretoken cache, all cores), and each request's rows are padded with one numpy
+scatter, as our `tokenizer` does with gputok. Semantics are ours with default settings: text
+holding `<|endoftext|>` or invalid UTF-8 is INVALID_ARG for that request alone.
+
+gigatoken is built with `Tokenizer.from_tiktoken(ranks, pretokenizer="gpt2")`, the faster of
+its two exact GPT-2 configurations on the 2-core machine (61 vs 18 MB/s warm on the ci corpus,
+2026-11-25, bench/bench_cpu.py; bench/bench_gpu.py measures both on the GPU machine's host).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+try:  # present only inside the Triton Python-backend stub
+    import triton_python_backend_utils as pb_utils
+except ImportError:  # tests import the pure functions without a server
+    pb_utils = None
+
+EOT = 50256
+SPECIAL = "<|endoftext|>"
+
+
+def build(ranks_file: str = ""):
+    """gigatoken's exact GPT-2 from tiktoken ranks (default: the r50k_base file gputok ships)."""
+    import gigatoken as gt
+
+    if not ranks_file:
+        import gputok
+
+        ranks_file = os.path.join(os.path.dirname(gputok.__file__), "data", "gpt2.tiktoken")
+    tok = gt.Tokenizer.from_tiktoken(ranks_file, pretokenizer="gpt2")
+    if list(tok.encode("hello world")) != [31373, 995]:
+        raise RuntimeError(f"gigatoken GPT-2 from {ranks_file} is misbuilt")
+    return tok
+
+
+def check_rows(query: np.ndarray) -> list[str]:
+    """The request's rows as str; ValueError (this request's INVALID_ARG) on bad input."""
+    if query.ndim != 2 or query.shape[1] != 1:
+        raise ValueError(f"QUERY must have shape [batch, 1], got {list(query.shape)}")
+    rows = []
+    for i, v in enumerate(query[:, 0]):
+        text = bytes(v).decode("utf-8")  # UnicodeDecodeError is a ValueError
+        if SPECIAL in text:
+            raise ValueError(f"disallowed special token {SPECIAL!r} in text {i}")
+        rows.append(text)
+    return rows
+
+
+def encode_requests(tok, per_request: list[list[str]], pad_id: int):
+    """One gigatoken call for every row; (INPUT_ID, REQUEST_INPUT_LEN) per request."""
+    import awkward as ak
+
+    if not per_request:
+        return []
+    texts = [t for rows in per_request for t in rows]
+    arr = tok.encode_batch(texts, parallel=True)
+    flat = np.asarray(ak.flatten(arr)).astype(np.int32)
+    lens = np.asarray(ak.num(arr), dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lens)])
+    out, row = [], 0
+    for rows in per_request:
+        n = len(rows)
+        ln = lens[row : row + n]
+        width = int(ln.max()) if n else 0
+        ids = np.full((n, width), pad_id, np.int32)
+        mask = np.arange(width)[None, :] < ln[:, None]
+        ids[mask] = flat[starts[row] : starts[row + n]]
+        out.append((ids, ln.astype(np.int32).reshape(n, 1)))
+        row += n
+    return out
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
+        self.tok = build(params.get("ranks_file", ""))
+        self.pad_id = int(params.get("pad_id") or EOT)
+
+    def execute(self, requests):
+        responses: list = [None] * len(requests)
+        good, rows = [], []
+        for i, request in enumerate(requests):
+            try:
+                query = pb_utils.get_input_tensor_by_name(request, "QUERY").as_numpy()
+                rows.append(check_rows(query))
+                good.append(i)
+            except (ValueError, AttributeError) as e:
+                responses[i] = pb_utils.InferenceResponse(
+                    error=pb_utils.TritonError(str(e), pb_utils.TritonError.INVALID_ARG)
+                )
+        for i, (ids, lens) in zip(good, encode_requests(self.tok, rows, self.pad_id), strict=True):
+            responses[i] = pb_utils.InferenceResponse(
+                output_tensors=[
+                    pb_utils.Tensor("INPUT_ID", ids),
+                    pb_utils.Tensor("REQUEST_INPUT_LEN", lens),
+                ]
+            )
+        return responses
+
+    def finalize(self):
+        self.tok = None
