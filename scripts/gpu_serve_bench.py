@@ -14,7 +14,10 @@ instance count) are served beside it and perf_analyzer (gRPC) measures all three
 4K tokens (c128; c256 too from 2 GPUs, and with --clients N also N perf_analyzer processes at
 c128 each, their throughput summed, in case one client cannot load N GPUs) in 4 s windows, the
 1 -> N GPU scaling figure. With --scaling only those capacity points run, for every GPU count
-(no baselines). Writes serve_results.json and the perf_analyzer CSVs to --out.
+(no baselines). With --sweep SIZES:CONCURRENCIES (e.g. 128,4k:1,8,32,64,128) only that grid
+runs, on one GPU, for --models (default: ours, the gigatoken baseline and tiktoken's; the
+gigatoken baseline's wheels come from --extra-site). Writes serve_results.json and the
+perf_analyzer CSVs to --out.
 
     python3 scripts/gpu_serve_bench.py --out $OUT --wheels DIR --pa DIR --gputok-site DIR
     python3 scripts/gpu_serve_bench.py ... --gpus 0,1 --scaling --clients 2
@@ -35,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BASELINES = ROOT / "perf_analyzer_configs" / "baseline_repository"
 MODELS = ("tokenizer", "preprocessing_hf", "preprocessing_tiktoken")
+SWEEP_MODELS = "tokenizer,preprocessing_gigatoken,preprocessing_tiktoken"
 sys.path.insert(0, str(ROOT / "scripts"))
 
 
@@ -103,6 +107,12 @@ def perf(
     return out
 
 
+def _sweep_points(spec: str, models: tuple[str, ...]) -> list[tuple]:
+    """--sweep "128,4k:1,8,64" -> (size, concurrency, models, window ms) for the grid."""
+    sizes, concs = spec.split(":")
+    return [(s, int(c), models, 1500) for s in sizes.split(",") for c in concs.split(",")]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
@@ -124,6 +134,9 @@ def main() -> int:
         help="perf_analyzer processes per capacity point with more than one GPU (each at the "
         "point's concurrency; throughput summed)",
     )
+    ap.add_argument("--sweep", default="", help="SIZES:CONCURRENCIES grid on one GPU (128,4k:1,8)")
+    ap.add_argument("--models", default=SWEEP_MODELS, help="models of the --sweep grid")
+    ap.add_argument("--extra-site", default="", help="site folder for the stub (gigatoken)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from gputok._triton_env import (
@@ -137,7 +150,7 @@ def main() -> int:
     stub_bin = prepare_stub_env(
         Path("/tmp/gputok-stub-env"),
         sys.executable,
-        extra_site_dirs=[args.gputok_site],
+        extra_site_dirs=[args.gputok_site] + ([args.extra_site] if args.extra_site else []),
         pip_args=["--no-index", "--find-links", args.wheels],
     )
     data = inputs(args.out)
@@ -146,6 +159,8 @@ def main() -> int:
     copy_models(ROOT / "model_repository", repo, ["tokenizer"])
     gpus = args.gpus.split(",")
     settings = [",".join(gpus[:k]) for k in range(1, len(gpus) + 1)]
+    if args.sweep:
+        settings = settings[:1]
     results = []
     for k, visible in enumerate(settings):
         os.environ["CUDA_VISIBLE_DEVICES"] = visible
@@ -153,7 +168,9 @@ def main() -> int:
         # first setting (1 GPU) compares ours with both baselines (same server, same run) at
         # 128 tokens c1/c16 and 4K c64, and every setting measures our capacity at 4K tokens
         # (c128, and c256 with more than one GPU) in 4 s windows for the scaling ratio.
-        if args.quick:
+        if args.sweep:
+            points = _sweep_points(args.sweep, tuple(args.models.split(",")))
+        elif args.quick:
             points = [("4k", 128, ("tokenizer",), 2000)]
         else:
             points = [("4k", 128, ("tokenizer",), 4000)]
