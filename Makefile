@@ -4,7 +4,7 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup build lint format audit test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick bench-parquet perf-inputs perf-concurrency perf-rate perf-protocols perf-ensemble perf-report soak serve gpu-check gpu-carry unicode-tables gpt2-files clean
+.PHONY: help setup build lint format audit sanitize sanitize-quick test test-fast test-e2e bench bench-quick bench-corpus bench-corpus-quick bench-parquet perf-inputs perf-concurrency perf-rate perf-protocols perf-ensemble perf-report soak serve gpu-check gpu-carry unicode-tables gpt2-files clean
 
 help:
 	@echo "make setup      venv, system and Python deps, build (idempotent)"
@@ -17,6 +17,7 @@ help:
 	@echo "make bench      CPU benchmark vs tiktoken, HF, gigatoken -> docs/benchmarks.md"
 	@echo "make bench-corpus  corpus tokenization (Dask) vs gigatoken -> docs/benchmarks.md"
 	@echo "make bench-parquet  Parquet decoding alone: gputok's page reader (GPU, CPU) vs Arrow"
+	@echo "make sanitize   ASan+UBSan build + every fuzz/fuzz_*.py harness (FUZZ_BUDGET, FUZZ_SECONDS, FUZZ_SEED)"
 	@echo "make lint       ruff + clang-format checks;  make format  rewrites"
 	@echo "make gpu-check  build, exactness and benchmarks on a GPU machine (scripts/gpu_check.sh)"
 	@echo "make gpu-carry  wheels, prebuilt module and corpus a GPU-machine call carries (docs/contributing.md)"
@@ -36,8 +37,17 @@ format: setup
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/clang-format -i $$(git ls-files 'backend_src/csrc/*.h' 'backend_src/csrc/*.cpp' 'backend_src/csrc/*.cu' 'backend_src/csrc/*.cuh' 'backend_src/bindings/*.cpp' | grep -v unicode_tables.h)
 
-test: setup lint audit
+test: setup lint audit sanitize-quick
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The fuzz harnesses under ASan+UBSan (fuzz/sanitize.sh). The long run: docs/security.md.
+sanitize: setup
+	bash fuzz/sanitize.sh
+
+# What `make test` runs on every change: each harness for 20 s under the sanitizers (with the
+# build, about 2-3 minutes on the 2-core CI machine).
+sanitize-quick: setup
+	FUZZ_BUDGET=$${FUZZ_BUDGET:-1000000} FUZZ_SECONDS=$${FUZZ_SECONDS:-20} bash fuzz/sanitize.sh
 
 audit:
 	bash scripts/audit.sh
@@ -106,4 +116,4 @@ gpt2-files: setup
 	$(PY) backend_src/tools/regen_gpt2_files.py --out-dir .cache/gpt2
 
 clean:
-	rm -rf backend_src/build .cache/gpt2
+	rm -rf backend_src/build build/sanitize .cache/gpt2

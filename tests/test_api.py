@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -132,8 +133,10 @@ def test_loader_refusals(tmp_path, hf):
     partial.write_text("YQ== 0\n")
     with pytest.raises(gputok.VocabError, match="no token for byte"):
         gputok.load_tiktoken_file(partial)
-    with pytest.raises(gputok.VocabError, match="cannot read"):
+    with pytest.raises(FileNotFoundError, match="not found"):
         gputok.load_tiktoken_file(tmp_path / "missing")
+    with pytest.raises(gputok.VocabError, match="cannot read"):
+        gputok.load_tiktoken_file(tmp_path)  # a directory
 
     spec = json.loads(hf.to_str())
     spec["pre_tokenizer"] = {"type": "Whitespace"}
@@ -161,7 +164,52 @@ def test_packaged_vocab_is_pinned(tmp_path, monkeypatch):
         _vocab.vocab_from_tiktoken_file(tampered, sha256=gputok.GPT2_RANKS_SHA256)
 
 
-def test_threads_release_gil(tok, corpus):
+def _longest_stall_while(work) -> tuple[float, float]:
+    """Runs ``work`` in a thread while this thread counts in pure Python; returns (the work's
+    own duration, the longest gap between two of this thread's steps meanwhile). A native
+    call that keeps the GIL stalls this thread for its whole duration; one that releases it
+    leaves only the interpreter's switch interval (5 ms) between steps."""
+    import threading
+
+    spans = []
+
+    def run():
+        start = time.perf_counter()
+        work()
+        spans.append(time.perf_counter() - start)
+
+    t = threading.Thread(target=run)
+    last = time.perf_counter()
+    t.start()
+    gap = 0.0
+    while t.is_alive():
+        now = time.perf_counter()
+        gap, last = max(gap, now - last), now
+    t.join()
+    return spans[0], gap
+
+
+@pytest.mark.parametrize("call", ["encode", "encode_batch_flat", "encode_buffer_flat"])
+def test_threads_release_gil(tok, call):
+    """A native call must let other Python threads run. The old version of this test checked
+    only that threads got exact answers, which holds with the GIL held too. Mutation check:
+    deleting the gil_scoped_release in the binding's encode_list fails the "encode" case."""
+    unit = b"Hello world, the quick brown fox. "
+    calls = {
+        "encode": lambda t: tok.encode_ordinary(t),
+        "encode_batch_flat": lambda t: tok.encode_batch_flat([t], num_threads=1),
+        "encode_buffer_flat": lambda t: tok.encode_buffer_flat(t, [0, len(t)], num_threads=1),
+    }
+    for size in (6, 12, 24, 48):  # MB, until the call is long enough to measure a stall in
+        text = unit * (size * 2**20 // len(unit))
+        took, stall = _longest_stall_while(lambda: calls[call](text))  # noqa: B023
+        if took > 0.15:
+            break
+    assert took > 0.15, f"the call took {took:.3f} s on {size} MB: too short to tell"
+    assert stall < took / 2, f"other threads stalled {stall:.3f} s of a {took:.3f} s call"
+
+
+def test_threads_get_exact_answers(tok, corpus):
     # Several Python threads at once must give each its own exact answer.
     from concurrent.futures import ThreadPoolExecutor
 

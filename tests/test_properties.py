@@ -4,7 +4,7 @@ bytes, and UTF-8 repair equal to CPython's decoder."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gputok import _core
@@ -43,7 +43,7 @@ texts = st.lists(
     st.one_of(st.sampled_from(TRICKY), st.characters(exclude_categories=("Cs",))),
     max_size=200,
 ).map("".join)
-SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=400)  # deadline and health checks: conftest's profile
 
 
 @SETTINGS

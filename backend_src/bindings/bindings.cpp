@@ -99,8 +99,11 @@ std::vector<std::string> to_token_list(const py::sequence& tokens) {
 
 std::vector<SpecialToken> to_specials(const py::dict& specials) {
   std::vector<SpecialToken> out;
-  for (const auto& kv : specials)
-    out.push_back({kv.first.cast<std::string>(), kv.second.cast<int32_t>()});
+  for (const auto& kv : specials) {
+    const auto id = kv.second.cast<int64_t>();
+    if (id < 0 || id > INT32_MAX) throw VocabError("special token id out of range");
+    out.push_back({kv.first.cast<std::string>(), int32_t(id)});
+  }
   return out;
 }
 
@@ -575,8 +578,13 @@ PYBIND11_MODULE(_core, m) {
            })
       .def("pieces",
            [](const Vocab&, const py::bytes& text) {
-             // Pretokenization alone, for tests: list of (start, length).
+             // Pretokenization alone, for tests: list of (start, length). The scanner reads
+             // a lead byte's whole sequence, so invalid UTF-8 is refused before it runs.
              std::string s = text;
+             if (s.size() > UINT32_MAX) throw py::value_error("pieces() takes < 4 GiB");
+             const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+             const size_t bad = utf8_first_invalid(p, s.size());
+             if (bad < s.size()) throw Utf8Error(0, bad, p[bad]);
              std::vector<Piece> pieces;
              pretokenize(unicode_table(), reinterpret_cast<const uint8_t*>(s.data()), s.size(),
                          pieces);
@@ -666,6 +674,8 @@ PYBIND11_MODULE(_core, m) {
       if (p) std::rethrow_exception(p);
     } catch (const std::out_of_range& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const py::cast_error& e) {  // an argument of the wrong type, not an internal error
+      PyErr_SetString(PyExc_TypeError, e.what());
     }
   });
 }

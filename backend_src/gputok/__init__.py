@@ -39,15 +39,21 @@ __version__ = "0.1.0"
 
 DeviceMemoryError = _core.DeviceMemoryError
 CudaError = _core.CudaError
+Utf8Error = _core.Utf8Error  # a ValueError: invalid UTF-8 under errors="strict"
+DisallowedSpecialError = _core.DisallowedSpecialError  # a ValueError, as tiktoken raises
+IdRangeError = _core.IdRangeError  # an OverflowError: an id that does not fit uint16
 
 __all__ = [
     "ALGORITHMS",
     "CudaError",
     "CudaUnavailableError",
     "DeviceMemoryError",
+    "DisallowedSpecialError",
+    "IdRangeError",
     "GPT2_RANKS",
     "GPT2_RANKS_SHA256",
     "Tokenizer",
+    "Utf8Error",
     "VocabError",
     "bytes_to_unicode",
     "cuda_available",

@@ -9,6 +9,7 @@ from typing import Literal
 import numpy as np
 
 from . import _core
+from ._inputs import byte_buffer, token_array, token_id
 
 ALGORITHMS = ("per_word", "blockbpe", "blockbpe_optimized")
 
@@ -211,7 +212,7 @@ class Tokenizer:
         bounds = _as_bounds(offsets)
         allowed, disallowed = self._resolve(allowed_special, disallowed_special)
         ids, out_offsets, _ = self._core.encode_flat_buffer(
-            data, bounds, allowed, disallowed, errors, int(num_threads)
+            byte_buffer(data), bounds, allowed, disallowed, errors, int(num_threads)
         )
         return ids, out_offsets
 
@@ -249,7 +250,8 @@ class Tokenizer:
         """``encode_batch_uint16`` of documents that are slices of one buffer, given as for
         ``encode_buffer_flat``."""
         policy = (allowed_special, disallowed_special, errors, num_threads, separator)
-        return self._packed(self._core.encode_packed_buffer, data, _as_bounds(offsets), *policy)
+        bounds = _as_bounds(offsets)
+        return self._packed(self._core.encode_packed_buffer, byte_buffer(data), bounds, *policy)
 
     def _packed(self, call, *args):
         """(ids, ends) of the core's packed ``call`` on ``args`` (the documents), followed by
@@ -299,21 +301,13 @@ class Tokenizer:
 
     # -- decoding -----------------------------------------------------------------------
     def decode_bytes(self, tokens: Iterable[int]) -> bytes:
-        if not isinstance(tokens, np.ndarray):
-            tokens = list(tokens)
-        try:
-            arr = np.asarray(tokens, dtype=np.int64)
-        except OverflowError:
-            raise ValueError("token id out of range (does not fit in 64 bits)") from None
-        if arr.ndim != 1:
-            raise ValueError(f"expected a 1-D sequence of token ids, got shape {arr.shape}")
-        return self._core.decode_bytes(arr)
+        return self._core.decode_bytes(token_array(tokens))
 
     def decode(self, tokens: Iterable[int], errors: str = "replace") -> str:
         return self.decode_bytes(tokens).decode("utf-8", errors)
 
     def decode_single_token_bytes(self, token: int) -> bytes:
-        return self._vocab.token_bytes(int(token))
+        return self._vocab.token_bytes(token_id(token))
 
     def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "replace") -> list[str]:
         return [self.decode(tokens, errors) for tokens in batch]

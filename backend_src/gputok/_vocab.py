@@ -53,11 +53,34 @@ def _hf_token_bytes(token: str, where: str) -> bytes:
         ) from None
 
 
+# No BPE vocabulary comes near 2^24 ids (o200k_base has 200,019); a larger id is a corrupt file
+# and would make the id table, or a native int32, overflow.
+MAX_ID = (1 << 24) - 1
+
+
+def _read_bytes(path: Path) -> bytes:
+    """A vocabulary file's bytes: FileNotFoundError when it is missing (as open() does), a
+    VocabError naming it for any other reason it cannot be read (a directory, permissions)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as e:
+        raise FileNotFoundError(e.errno, f"vocabulary file not found: {path}", str(path)) from None
+    except OSError as e:
+        raise VocabError(f"cannot read vocabulary file {path}: {e.strerror or e}") from None
+
+
+def _read_json(path) -> object:
+    try:
+        return json.loads(_read_bytes(Path(path)).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise VocabError(f"cannot read {path} as JSON: {e}") from None
+
+
 def _tokens_by_id(by_id: dict[int, bytes], where: str) -> list[bytes]:
     if not by_id:
         raise VocabError(f"{where}: the vocabulary is empty")
     n = max(by_id) + 1
-    if n > 1 << 24:
+    if n > MAX_ID + 1:
         raise VocabError(f"{where}: id {n - 1} is implausibly large for a BPE vocabulary")
     tokens = [b""] * n
     for i, t in by_id.items():
@@ -72,8 +95,10 @@ def _check_specials(specials: dict[str, int], where: str) -> dict[str, int]:
     for text, i in specials.items():
         if not isinstance(text, str) or not text:
             raise VocabError(f"{where}: special token names must be non-empty strings")
-        if not isinstance(i, int) or i < 0:
-            raise VocabError(f"{where}: special token {text!r} needs a non-negative int id")
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i <= MAX_ID:
+            raise VocabError(
+                f"{where}: special token {text!r} needs an int id in 0..{MAX_ID}, got {i!r}"
+            )
         out[text] = i
     return out
 
@@ -108,10 +133,7 @@ def parse_tiktoken_bytes(data: bytes, where: str = "tiktoken file") -> list[byte
 
 def vocab_from_tiktoken_file(path, special_tokens=None, sha256=None) -> tuple[_core.Vocab, dict]:
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise VocabError(f"cannot read vocabulary file {path}: {e.strerror}") from None
+    data = _read_bytes(path)
     if sha256 is not None:
         digest = hashlib.sha256(data).hexdigest()
         if digest != sha256:
@@ -123,13 +145,10 @@ def vocab_from_tiktoken_file(path, special_tokens=None, sha256=None) -> tuple[_c
 
 def vocab_from_hf_files(vocab_json, merges_txt, special_tokens=None) -> tuple[_core.Vocab, dict]:
     specials_wanted = dict(GPT2_SPECIALS if special_tokens is None else special_tokens)
+    raw = _read_json(vocab_json)
     try:
-        raw = json.loads(Path(vocab_json).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise VocabError(f"cannot read {vocab_json} as JSON: {e}") from None
-    try:
-        merges_lines = Path(merges_txt).read_text(encoding="utf-8").splitlines()
-    except (OSError, ValueError) as e:
+        merges_lines = _read_bytes(Path(merges_txt)).decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
         raise VocabError(f"cannot read {merges_txt}: {e}") from None
     if not isinstance(raw, dict):
         raise VocabError(f"{vocab_json}: expected a JSON object of token -> id")
@@ -197,10 +216,7 @@ def _is_gpt2_pretokenizer(pre) -> bool:
 
 
 def vocab_from_tokenizer_json(path) -> tuple[_core.Vocab, dict]:
-    try:
-        spec = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise VocabError(f"cannot read {path} as JSON: {e}") from None
+    spec = _read_json(path)
     try:
         return _vocab_from_tokenizer_spec(spec, path)
     except (AttributeError, TypeError, KeyError, IndexError) as e:
