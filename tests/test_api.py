@@ -206,7 +206,13 @@ def test_threads_release_gil(tok, call):
         if took > 0.15:
             break
     assert took > 0.15, f"the call took {took:.3f} s on {size} MB: too short to tell"
-    assert stall < took / 2, f"other threads stalled {stall:.3f} s of a {took:.3f} s call"
+    # A loaded machine can deschedule the counting thread for a while: up to three tries, one
+    # clean one suffices. With the GIL held every try stalls for most of the call.
+    tries = [(took, stall)]
+    while stall >= took / 2 and len(tries) < 3:
+        took, stall = _longest_stall_while(lambda: calls[call](text))
+        tries.append((took, stall))
+    assert stall < took / 2, f"other threads stalled (s, of a call of s): {tries}"
 
 
 def test_threads_get_exact_answers(tok, corpus):

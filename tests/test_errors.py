@@ -135,3 +135,24 @@ def test_fuzz_harness_runs_clean(harness):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "300 inputs" in out.stdout and "0 findings" in out.stdout, out.stdout
+
+
+def test_merge_reference_is_bounded(tok):
+    """The reference merge is quadratic: a test hook must not hang on a long piece."""
+    assert tok._vocab.merge_reference(b"hello") == tok._vocab.merge(b"hello") == [31373]
+    with pytest.raises(ValueError, match="8192"):
+        tok._vocab.merge_reference(b"x" * 8193)
+    with pytest.raises(ValueError, match="empty"):
+        tok._vocab.merge(b"")
+
+
+def test_unknown_token_is_key_error_and_value_error(tok):
+    """tiktoken raises KeyError for an id outside the vocabulary, gputok raised ValueError:
+    UnknownTokenError is both, so code written for either catches it."""
+    for call in (tok.decode_bytes, tok.decode, tok.decode_tokens_bytes):
+        for exc in (KeyError, ValueError, gputok.UnknownTokenError):
+            with pytest.raises(exc, match="50257"):
+                call([31373, 50257])
+    with pytest.raises(KeyError, match="-1"):
+        tok.decode_single_token_bytes(-1)
+    assert str(gputok.UnknownTokenError("token id 7")) == "token id 7"

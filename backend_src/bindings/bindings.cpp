@@ -596,6 +596,8 @@ PYBIND11_MODULE(_core, m) {
            [](const Vocab& v, const py::bytes& piece) {
              std::string s = piece;
              if (s.empty()) throw py::value_error("empty piece");
+             // The reference merge is O(n^2): a bound keeps a test hook from hanging.
+             if (s.size() > 8192) throw py::value_error("merge_reference takes <= 8192 bytes");
              std::vector<int32_t> out;
              merge_piece_reference(v.view(), reinterpret_cast<const uint8_t*>(s.data()), s.size(),
                                    out);
@@ -604,6 +606,7 @@ PYBIND11_MODULE(_core, m) {
       .def("merge", [](const Vocab& v, const py::bytes& piece) {
         std::string s = piece;
         if (s.empty()) throw py::value_error("empty piece");
+        if (s.size() > INT32_MAX) throw py::value_error("a piece must be < 2 GiB");  // int32 links
         std::vector<int32_t> out;
         MergeScratch scratch;
         {

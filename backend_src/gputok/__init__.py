@@ -16,6 +16,13 @@ except ImportError as e:  # pragma: no cover - only without a build
     raise ImportError(
         f"gputok's native extension is not built ({e}): run `make build` in the repository"
     ) from e
+from ._encoding_api import (
+    UnknownTokenError,
+    encoding_for_model,
+    encoding_name_for_model,
+    get_encoding,
+    list_encoding_names,
+)
 from ._tokenizer import (
     ALGORITHMS,
     CudaUnavailableError,
@@ -53,12 +60,17 @@ __all__ = [
     "GPT2_RANKS",
     "GPT2_RANKS_SHA256",
     "Tokenizer",
+    "UnknownTokenError",
     "Utf8Error",
     "VocabError",
     "bytes_to_unicode",
     "cuda_available",
     "default_crossover",
+    "encoding_for_model",
+    "encoding_name_for_model",
+    "get_encoding",
     "gpt2",
+    "list_encoding_names",
     "load_hf_files",
     "load_tiktoken_file",
     "load_tokenizer_json",

@@ -9,6 +9,7 @@ from typing import Literal
 import numpy as np
 
 from . import _core
+from ._encoding_api import EncodingAPI, UnknownTokenError
 from ._inputs import byte_buffer, token_array, token_id
 
 ALGORITHMS = ("per_word", "blockbpe", "blockbpe_optimized")
@@ -34,7 +35,7 @@ def default_crossover() -> tuple[int, int]:
     return int(below), int(per_row)
 
 
-class Tokenizer:
+class Tokenizer(EncodingAPI):
     """An exact byte-level BPE tokenizer with tiktoken's semantics.
 
     Build one with ``gputok.gpt2()`` or a loader; the vocabulary is shared and immutable, so
@@ -146,6 +147,19 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
         errors: str = "strict",
     ) -> list[int]:
+        """The ids of ``text`` (str, or bytes read as UTF-8), tiktoken's ``encode``.
+
+        Special tokens: text that matches one in ``disallowed_special`` (by default every one
+        not in ``allowed_special``) raises DisallowedSpecialError (a ValueError); one in
+        ``allowed_special`` ("all" or a set of names) becomes its id; with
+        ``disallowed_special=()`` it is encoded as ordinary text. ``errors`` for bytes that are
+        not UTF-8: "strict" raises Utf8Error (a ValueError) naming the byte offset, "replace"
+        substitutes U+FFFD as ``bytes.decode`` does. A str with lone surrogates is repaired as
+        tiktoken repairs it.
+
+            >>> tok.encode("hello <|endoftext|>", allowed_special="all")
+            [31373, 220, 50256]
+        """
         allowed, disallowed = self._resolve(allowed_special, disallowed_special)
         return self._core.encode_list(text, allowed, disallowed, errors)
 
@@ -164,6 +178,7 @@ class Tokenizer:
         return self._core.encode_numpy(text, allowed, disallowed, errors).view(np.uint32)
 
     def encode_ordinary(self, text: Text, *, errors: str = "strict") -> list[int]:
+        """``encode`` with every special token read as ordinary text (never raises for one)."""
         return self._core.encode_list(text, [], [], errors)
 
     def encode_batch_flat(
@@ -275,6 +290,13 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
         errors: str = "strict",
     ) -> list[list[int]]:
+        """``encode`` of each text, as a list of lists, in one native call.
+
+        ``num_threads``: CPU threads for the batch (0: automatic; above 1024 ValueError).
+        Special tokens and ``errors`` as in ``encode``; the first text that fails names its
+        index in the error. ``encode_batch_flat`` returns the same ids without a Python list
+        per text.
+        """
         allowed, disallowed = self._resolve(allowed_special, disallowed_special)
         return self._core.encode_lists(
             _as_text_sequence(texts), allowed, disallowed, errors, int(num_threads)
@@ -283,6 +305,7 @@ class Tokenizer:
     def encode_ordinary_batch(
         self, texts: Sequence[Text], *, num_threads: int = 0, errors: str = "strict"
     ) -> list[list[int]]:
+        """``encode_ordinary`` of each text (``encode_batch`` with ``disallowed_special=()``)."""
         return self.encode_batch(
             texts, num_threads=num_threads, disallowed_special=(), errors=errors
         )
@@ -301,15 +324,42 @@ class Tokenizer:
 
     # -- decoding -----------------------------------------------------------------------
     def decode_bytes(self, tokens: Iterable[int]) -> bytes:
-        return self._core.decode_bytes(token_array(tokens))
+        """The bytes of ``tokens`` (a sequence or an integer array of ids), concatenated.
+
+        An id not in the vocabulary raises UnknownTokenError (a KeyError, as in tiktoken, and
+        a ValueError); ids that are not integers (floats, bools, str) raise TypeError.
+        """
+        arr = token_array(tokens)
+        try:
+            return self._core.decode_bytes(arr)
+        except ValueError as e:
+            raise UnknownTokenError(str(e)) from None
 
     def decode(self, tokens: Iterable[int], errors: str = "replace") -> str:
+        """The text of ``tokens``: ``decode_bytes(tokens).decode("utf-8", errors)``.
+
+        The default, "replace", is lossy where the ids end inside a character (U+FFFD), as in
+        tiktoken; "strict" raises UnicodeDecodeError there instead.
+
+            >>> tok.decode([31373, 995])
+            'hello world'
+        """
         return self.decode_bytes(tokens).decode("utf-8", errors)
 
     def decode_single_token_bytes(self, token: int) -> bytes:
-        return self._vocab.token_bytes(token_id(token))
+        """The bytes of one id, special tokens included (``<|endoftext|>``'s text for 50256).
+        UnknownTokenError (KeyError, ValueError) when it is not in the vocabulary."""
+        try:
+            return self._vocab.token_bytes(token_id(token))
+        except ValueError as e:
+            raise UnknownTokenError(str(e)) from None
 
-    def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "replace") -> list[str]:
+    def decode_batch(
+        self, batch: Iterable[Iterable[int]], *, errors: str = "replace", num_threads: int = 8
+    ) -> list[str]:
+        """``decode`` of each list of ids. ``num_threads`` is accepted for tiktoken's
+        signature; decoding is a copy of the tokens' bytes, cheaper than handing it to threads."""
+        del num_threads
         return [self.decode(tokens, errors) for tokens in batch]
 
     # -- GPU controls ---------------------------------------------------------------------
