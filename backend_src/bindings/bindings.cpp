@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../csrc/ascii_classify.h"
 #include "../csrc/decode.h"
 #include "../csrc/encoder.h"
 #include "../csrc/gpu_encoder.h"
@@ -663,6 +664,36 @@ PYBIND11_MODULE(_core, m) {
     py::gil_scoped_release release;
     return utf8_first_invalid(static_cast<const uint8_t*>(buf.view.buf), size_t(buf.view.len));
   });
+  // The pretokenizer's fast scanner (use_masks) or its reference, for tests: piece lengths.
+  m.def(
+      "scan_pieces",
+      [](const py::bytes& text, bool use_masks) {
+        const std::string s = text;
+        const auto* data = reinterpret_cast<const uint8_t*>(s.data());
+        if (utf8_first_invalid(data, s.size()) != s.size())
+          throw py::value_error("scan_pieces needs valid UTF-8");
+        std::vector<size_t> lens;
+        {
+          py::gil_scoped_release release;
+          PieceScanner scanner(unicode_table(), data, s.size(), use_masks);
+          for (size_t pos = 0; pos < s.size(); pos += lens.back())
+            lens.push_back(scanner.next(pos));
+        }
+        return lens;
+      },
+      py::arg("text"), py::arg("use_masks") = true);
+  // Byte class masks of up to 64 bytes (AVX2 where the CPU has it, or the portable twin).
+  m.def(
+      "classify64",
+      [](const py::bytes& text, bool portable) {
+        const std::string s = text;
+        const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+        const size_t n = s.size() < 64 ? s.size() : 64;
+        const AsciiMasks a = portable ? classify64_portable(p, n) : classify64(p, n);
+        return py::make_tuple(a.letter, a.digit, a.space, a.nonascii);
+      },
+      py::arg("text"), py::arg("portable") = false);
+  m.def("classify_has_avx2", &classify_has_avx2);
   m.def("utf8_first_invalid_reference", [](const py::object& data) {
     const ByteBuffer buf(data);
     py::gil_scoped_release release;

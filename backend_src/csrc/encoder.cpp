@@ -180,11 +180,12 @@ void Encoder::encode_segment(PieceCache* cache, std::string_view text,
   const auto* data = reinterpret_cast<const uint8_t*>(text.data());
   const size_t n = text.size();
   Pending block[kBlock];
+  PieceScanner scanner(uni, data, n);
   size_t pos = 0;
   while (pos < n) {
     size_t m = 0;
     for (; m < kBlock && pos < n; ++m) {
-      const size_t len = next_piece(uni, data, n, pos);
+      const size_t len = scanner.next(pos);
       Pending& q = block[m];
       q.piece = data + pos;
       q.key = make_key(q.piece, len, n - pos);

@@ -12,6 +12,7 @@
 
 #include <cstring>
 
+#include "ascii_classify.h"
 #include "unicode_tables.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -100,6 +101,87 @@ size_t next_piece(UnicodeTableView uni, const uint8_t* text, size_t n, size_t po
   }
   if (end == n || last == pos) return end - pos;
   return last - pos;
+}
+
+// ---------------------------------------------------------------------------
+// GPT-2's rules on class masks. Bit i of a mask is byte w_ + i; only bits below m_ (the
+// ASCII prefix of the window, cut at the text's end) are set. A run's end is a bit scan.
+//
+// Performance notes (2-core dev machine, 3,000 bench docs): pretokenization alone ran
+// at ~300 MB/s by next_piece byte by byte (measured by a driver around pretokenize()).
+
+namespace {
+
+// First position >= i whose bit is clear in `mask` (64 when all of [i, 64) are set).
+inline size_t run_end_bits(uint64_t mask, size_t i) {
+  const uint64_t rest = ~(mask >> i);  // bits shifted in from the top read as "clear"
+  return rest ? i + size_t(__builtin_ctzll(rest)) : 64;
+}
+
+}  // namespace
+
+void PieceScanner::load(size_t pos) {
+  const size_t avail = n_ - pos;
+  const AsciiMasks a = classify64(text_ + pos, avail < 64 ? avail : 64);
+  w_ = pos;
+  m_ = a.nonascii ? size_t(__builtin_ctzll(a.nonascii)) : 64;
+  if (m_ > avail) m_ = avail;
+  const uint64_t valid = m_ == 64 ? ~uint64_t(0) : (uint64_t(1) << m_) - 1;
+  letter_ = a.letter & valid;
+  digit_ = a.digit & valid;
+  space_ = a.space & valid;
+  other_ = ~(a.letter | a.digit | a.space) & valid;
+  loaded_ = true;
+}
+
+size_t PieceScanner::from_masks(size_t pos) const {
+  const size_t i = pos - w_;
+  if (i >= m_) return 0;
+  const bool at_end = w_ + m_ == n_;  // the valid bytes reach the end of the text
+  // A run ending at m_ is settled only by the text's end; otherwise the next byte decides.
+  auto settled = [&](size_t end) { return end < m_ || at_end; };
+  const uint64_t bit = uint64_t(1) << i;
+  if (space_ & bit) {
+    // ' ' then a letter, digit or other: the space leads that run (' ?\p{L}++' etc.).
+    if (text_[pos] == ' ' && i + 1 < m_ && !(space_ & (bit << 1))) {
+      const uint64_t next = bit << 1;
+      const uint64_t cls = (letter_ & next) ? letter_ : (digit_ & next) ? digit_ : other_;
+      const size_t end = run_end_bits(cls, i + 1);
+      return settled(end) ? end - i : 0;
+    }
+    // '\s++$' to the end; '\s+(?!\S)' leaves the run's last character to the next piece;
+    // a lone one is '\s'.
+    const size_t end = run_end_bits(space_, i);
+    if (end == m_) return at_end ? end - i : 0;
+    return end - i >= 2 ? end - 1 - i : 1;
+  }
+  const uint64_t cls = (letter_ & bit) ? letter_ : (digit_ & bit) ? digit_ : other_;
+  const size_t end = run_end_bits(cls, i);
+  return settled(end) ? end - i : 0;
+}
+
+size_t PieceScanner::next(size_t pos) {
+  if (use_masks_) {
+    const uint8_t b = text_[pos];
+    if (b == '\'' && pos + 1 < n_) {  // contractions: the scalar code, as it is
+      const uint8_t c = text_[pos + 1];
+      if (c == 's' || c == 'd' || c == 'm' || c == 't' ||
+          (pos + 2 < n_ &&
+           ((c == 'l' && text_[pos + 2] == 'l') || (c == 'v' && text_[pos + 2] == 'e') ||
+            (c == 'r' && text_[pos + 2] == 'e'))))
+        return next_piece(uni_, text_, n_, pos);
+    }
+    if (b < 0x80) {
+      if (!loaded_ || pos - w_ >= 32) load(pos);
+      size_t len = from_masks(pos);
+      if (len == 0 && pos != w_ && m_ == 64) {  // maybe only the window was too short
+        load(pos);
+        len = from_masks(pos);
+      }
+      if (len) return len;
+    }
+  }
+  return next_piece(uni_, text_, n_, pos);
 }
 
 void pretokenize(UnicodeTableView uni, const uint8_t* text, size_t n, std::vector<Piece>& out,

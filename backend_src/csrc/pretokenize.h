@@ -20,6 +20,29 @@ size_t unicode_stage2_size();
 // Length in bytes of the piece that starts at `pos` (pos < n). `text` is valid UTF-8.
 size_t next_piece(UnicodeTableView uni, const uint8_t* text, size_t n, size_t pos);
 
+// next_piece over a whole text, fast: GPT-2's rules applied to 64-byte class masks
+// (ascii_classify.h, AVX2 where the CPU has it) while the text is ASCII; any piece the
+// masks cannot settle (a non-ASCII byte in or right after it, or longer than the window)
+// goes to next_piece, which stays the reference. Pieces come in order: next(pos) must be
+// called with pos = 0, then each previous pos + length.
+class PieceScanner {
+ public:
+  PieceScanner(UnicodeTableView uni, const uint8_t* text, size_t n, bool use_masks = true)
+      : uni_(uni), text_(text), n_(n), use_masks_(use_masks) {}
+  size_t next(size_t pos);
+
+ private:
+  void load(size_t pos);
+  size_t from_masks(size_t pos) const;  // 0 where the masks cannot decide
+  UnicodeTableView uni_;
+  const uint8_t* text_;
+  size_t n_;
+  bool use_masks_;
+  size_t w_ = 0, m_ = 0;  // window start; bytes [w_, w_ + m_) are ASCII and classified
+  bool loaded_ = false;
+  uint64_t letter_ = 0, digit_ = 0, space_ = 0, other_ = 0;
+};
+
 // Appends every piece of text[0, n) to `out`, offsets relative to `base`.
 void pretokenize(UnicodeTableView uni, const uint8_t* text, size_t n, std::vector<Piece>& out,
                  uint32_t base = 0);
