@@ -23,6 +23,11 @@ namespace {
 
 constexpr size_t kChunkBytes = 64 * 1024;  // long texts split here for threads (and the GPU)
 constexpr size_t kItemBytes = 32 * 1024;   // work per scheduling item
+// One text of at least this many bytes is cut into about two pieces per hardware thread
+// (at safe split points, none under kMinChunkBytes) and encoded on every core; below it,
+// and where the pool is busy with another call, it runs on the calling thread alone.
+constexpr size_t kOneTextParallelBytes = 32 * 1024;
+constexpr size_t kMinChunkBytes = 8 * 1024;
 
 std::string hex_byte(uint8_t b) {
   static const char* digits = "0123456789abcdef";
@@ -79,6 +84,7 @@ struct Encoder::Prepared {
   // Repaired texts (errors="replace"); unique_ptr keeps views valid as the vector grows.
   std::vector<std::unique_ptr<std::string>> storage;
   std::vector<Unit> units;
+  size_t chunk_bytes = kChunkBytes;  // ordinary text is cut into units of about this
 };
 
 Encoder::Encoder(std::shared_ptr<const Vocab> vocab)
@@ -128,8 +134,8 @@ void Encoder::prepare(const std::vector<TextInput>& texts, const SpecialPolicy& 
     auto emit_ordinary = [&](std::string_view seg) {
       const auto* data = reinterpret_cast<const uint8_t*>(seg.data());
       size_t start = 0;
-      while (seg.size() - start > kChunkBytes) {
-        size_t cut = start + kChunkBytes;
+      while (seg.size() - start > p.chunk_bytes) {
+        size_t cut = start + p.chunk_bytes;
         while (cut < seg.size() && !is_safe_split(data, cut)) ++cut;
         if (cut >= seg.size()) break;
         p.units.push_back(Unit{uint32_t(ti), -1, seg.substr(start, cut - start)});
@@ -225,12 +231,16 @@ void Encoder::encode_segment(PieceCache* cache, std::string_view text,
 
 void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
                          std::vector<int32_t>& out) const {
-  if (text.bytes.size() > 4 * kChunkBytes) {
-    EncodeResult r = encode_batch({text}, policy, utf8, 0);
+  const size_t threads = hardware_threads();
+  const size_t size = text.bytes.size();
+  Prepared p;
+  if (threads > 1 && size >= kOneTextParallelBytes) {
+    p.chunk_bytes = std::min(kChunkBytes, std::max(kMinChunkBytes, size / (2 * threads)));
+    prepare({text}, policy, utf8, p);
+    EncodeResult r = encode_units(p, 1, threads, p.chunk_bytes);
     out.assign(r.ids.begin(), r.ids.end());
     return;
   }
-  Prepared p;
   prepare({text}, policy, utf8, p);
   out.reserve(text.bytes.size() / 3 + 4);
   const auto cache_ref = cache();
@@ -247,7 +257,13 @@ void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(si
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
   }
-  std::lock_guard<std::mutex> lock(pool_mu_);
+  // The pool runs one job at a time: a call that finds it busy runs on its own thread
+  // rather than queueing behind another call.
+  std::unique_lock<std::mutex> lock(pool_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
   // Once, with every hardware thread (resolve_threads never asks for more); a pool the
   // system made smaller stays as it is rather than being rebuilt on every call.
   if (!pool_) pool_ = std::make_unique<ThreadPool>(hardware_threads());
@@ -259,13 +275,17 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
   const size_t threads = resolve_threads(num_threads);  // throws before any work
   Prepared p;
   prepare(texts, policy, utf8, p);
+  return encode_units(p, texts.size(), threads, kItemBytes);
+}
 
+EncodeResult Encoder::encode_units(const Prepared& p, size_t n_texts, size_t threads,
+                                   size_t item_bytes) const {
   // Items: runs of consecutive units of about kItemBytes.
   std::vector<size_t> item_start{0};
   size_t acc = 0;
   for (size_t u = 0; u < p.units.size(); ++u) {
     acc += p.units[u].bytes.size() + 1;
-    if (acc >= kItemBytes && u + 1 < p.units.size()) {
+    if (acc >= item_bytes && u + 1 < p.units.size()) {
       item_start.push_back(u + 1);
       acc = 0;
     }
@@ -310,7 +330,7 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
   std::vector<size_t> base(n_items + 1, 0);
   for (size_t it = 0; it < n_items; ++it) base[it + 1] = base[it] + outs[it].ids.size();
   r.ids.resize(base[n_items]);
-  r.offsets.assign(texts.size() + 1, 0);
+  r.offsets.assign(n_texts + 1, 0);
   for (size_t it = 0; it < n_items; ++it) {
     const ItemOut& o = outs[it];
     for (size_t k = 0; k < o.unit_end.size(); ++k)
@@ -321,7 +341,7 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
     if (!ids.empty()) std::memcpy(r.ids.data() + base[it], ids.data(), ids.size() * 4);
   });
   // Texts with no units (empty) end where the previous text ended.
-  for (size_t t = 0; t < texts.size(); ++t)
+  for (size_t t = 0; t < n_texts; ++t)
     if (r.offsets[t + 1] < r.offsets[t]) r.offsets[t + 1] = r.offsets[t];
   return r;
 }

@@ -112,6 +112,10 @@ class Encoder {
   struct Prepared;
   void prepare(const std::vector<TextInput>& texts, const SpecialPolicy& policy, Utf8Policy utf8,
                Prepared& p) const;
+  // The prepared units of n_texts texts on up to `threads` threads, in items of about
+  // item_bytes; the ids never depend on the thread count or the item size.
+  EncodeResult encode_units(const Prepared& p, size_t n_texts, size_t threads,
+                            size_t item_bytes) const;
   // fn(i) for i in [0, n) on the shared pool (one caller at a time), or inline.
   void run_parallel(size_t n, size_t threads, const std::function<void(size_t)>& fn) const;
   std::shared_ptr<PieceCache> cache() const;  // this call's snapshot (null: disabled)
