@@ -4,10 +4,12 @@
 
 namespace gputok {
 
-// The default crossover of device "auto". Provisional, from bench/bench_crossover.py on the
-// H100 host (16 CPUs), 2026-11-25 10:39 UTC: one text of 5.1 KB took 44 us on the CPU path and
-// 64 us on the GPU, 13.8 KB 92 vs 66 us; 64 texts of the same sizes 58 vs 67 and 103 vs 67 us
-// (each text costs the CPU ~0.2 us more than the GPU, ~30 bytes of CPU work).
+// The default crossover of device "auto", measured by `python bench/bench_crossover.py
+// --envelope-mb 256` on the H100 host (16 CPUs), 2026-11-25 10:39 UTC (bench/results/
+// 2026-11-25-crossover.md): one text of 5.1 KB took 44 us on the CPU path and 64 us on the GPU,
+// 13.8 KB 92 vs 66 us; 64 texts of those sizes 58 vs 67 and 103 vs 67 us (each text costs the
+// CPU ~0.2 us more than the GPU: ~32 bytes of its work). Worst slowdown against the faster path
+// over the 75-point grid: 1.05x (always-GPU before: 19.6x). Re-measure when the CPU path changes.
 constexpr size_t kCpuBelowBytes = 8192;
 constexpr size_t kBytesPerRow = 32;
 
