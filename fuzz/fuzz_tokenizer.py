@@ -1,6 +1,6 @@
 """Tokenizer bytes on the CPU path: encode (strict, replace, specials), batches, the pretokenizer,
-the merge, UTF-8 repair and decode, each compared with tiktoken 0.14 (or CPython's UTF-8
-codec) wherever the answer is defined. Inputs are spliced from fragments that reach every
+the merge, UTF-8 repair, decode, encode_with_unstable and decode_with_offsets, each compared
+with tiktoken 0.14 (or CPython's UTF-8 codec) wherever the answer is defined. Inputs are spliced from fragments that reach every
 UTF-8 error class, whitespace run, contraction and special-token edge, then mutated.
 
     .venv/bin/python fuzz/fuzz_tokenizer.py --budget 20000 --seed 3
@@ -159,6 +159,19 @@ def check_batch_and_decode(tok, ref, rng: random.Random, b: bytes) -> None:
         raise Finding(f"decode_bytes({ids}) = {out!r}, tiktoken {ref.decode_bytes(ids)!r}")
 
 
+def check_tiktoken_api(tok, ref, b: bytes) -> None:
+    """encode_with_unstable and decode_with_offsets (pure Python over the native calls) against
+    tiktoken on the same text: equal stable ids, completion sets and offsets."""
+    s = b.decode("utf-8", "replace")[:24]  # completions cost one encode per candidate token
+    got = tok.encode_with_unstable(s, disallowed_special=())
+    want = ref.encode_with_unstable(s, disallowed_special=())
+    if got[0] != want[0] or sorted(map(tuple, got[1])) != sorted(map(tuple, want[1])):
+        raise Finding(f"encode_with_unstable({s!r}) differs from tiktoken")
+    ids = ref.encode(s, allowed_special="all")
+    if tok.decode_with_offsets(ids) != ref.decode_with_offsets(ids):
+        raise Finding(f"decode_with_offsets({ids}) differs from tiktoken")
+
+
 def main() -> int:
     args = parse_args()
     import gputok
@@ -177,6 +190,8 @@ def main() -> int:
             check_merge_and_utf8(tok, ref, rng, b)
         if i % 8 == 0:
             check_batch_and_decode(tok, ref, rng, b)
+        if i % 64 == 3:
+            check_tiktoken_api(tok, ref, b)
 
     return run("fuzz_tokenizer", one, args)
 
