@@ -11,7 +11,7 @@ help:
 	@echo "make test       set-up, lint, pip-audit, the whole pytest suite (what CI runs)"
 	@echo "make audit      pip-audit of the pinned requirements (docs/security.md)"
 	@echo "make test-fast  the suite without slow and end-to-end tests;  make test-e2e  only those"
-	@echo "make perf-concurrency | perf-rate | perf-protocols | perf-ensemble | perf-report  perf_analyzer scenarios (docs/perf_analyzer.md)"
+	@echo "make perf-concurrency | perf-rate | perf-protocols | perf-ensemble | perf-report  perf_analyzer scenarios (docs/perf_analyzer.md); perf-report writes perf_analyzer_configs/results/"
 	@echo "make soak       5-minute perf_analyzer soak of the ensemble, c=32: RSS, fds (docs/reliability.md)"
 	@echo "make serve      set-up, then tritonserver on 127.0.0.1 with model_repository/"
 	@echo "make bench      CPU benchmark vs tiktoken, HF, gigatoken -> docs/benchmarks.md"
