@@ -6,101 +6,17 @@ no region and no folder behind. One real server per module, on 127.0.0.1 with fr
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
+from served import DEEP_NESTING, SHAPE_OVERFLOW, Served, grpc_stub_killer, post
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 READY_AGAIN_S = 30.0
-
-SHAPE_OVERFLOW = json.dumps(
-    {
-        "inputs": [
-            {"name": "TOKENS_BATCH", "shape": [1, 2**31, 2**31], "datatype": "INT32", "data": [1]},
-            {"name": "SEQUENCE_LENGTH", "shape": [1, 1], "datatype": "INT32", "data": [1]},
-        ]
-    }
-).encode()
-DEEP_NESTING = (
-    b'{"inputs":[{"name":"QUERY","shape":[1,1],"datatype":"BYTES","data":'
-    + b"[" * 50000
-    + b'"a"'
-    + b"]" * 50000
-    + b"}]}"
-)
-
-
-class Served:
-    """A gputok-serve process and its log."""
-
-    def __init__(self, tmp: Path, *extra: str):
-        from gputok._triton_env import copy_models, free_ports
-
-        self.repo = copy_models(
-            REPO / "model_repository", tmp / "repo", ["tokenizer", "detokenizer"]
-        )
-        self.http, self.grpc, self.metrics = free_ports(3)
-        self.log = tmp / "gputok-serve.log"
-        cmd = [sys.executable, "-m", "gputok.serve", "--model-repository", str(self.repo)]
-        cmd += ["--http-port", str(self.http), "--grpc-port", str(self.grpc)]
-        cmd += ["--metrics-port", str(self.metrics), *extra]
-        self.sink = open(self.log, "wb")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen(cmd, stdout=self.sink, stderr=subprocess.STDOUT)
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def ready(self) -> bool:
-        try:
-            url = f"http://127.0.0.1:{self.http}/v2/health/ready"
-            with urllib.request.urlopen(url, timeout=2) as r:
-                return r.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def wait_ready(self, timeout: float) -> float:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            assert self.proc.poll() is None, self.text()[-3000:]
-            if self.ready():
-                return time.monotonic() - t0
-            time.sleep(0.1)
-        raise AssertionError(f"not ready after {timeout} s:\n{self.text()[-3000:]}")
-
-    def server_pid(self) -> int:
-        from gputok._triton_env import _processes
-
-        for entry, ppid, _ in _processes():
-            if ppid == self.proc.pid and (entry / "comm").read_text().strip() == "tritonserver":
-                return int(entry.name)
-        raise AssertionError("no tritonserver under gputok-serve")
-
-    def regions(self) -> set[str]:
-        from gputok._triton_env import process_group
-        from gputok.serve.shm import regions_of
-
-        pid = self.server_pid()
-        return regions_of([pid, *process_group(pid)])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.sink.close()
 
 
 @pytest.fixture(scope="module")
@@ -111,37 +27,6 @@ def served(tmp_path_factory):
         yield s
     finally:
         s.close()
-
-
-def post(port: int, model: str, body: bytes) -> object:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/{model}/infer", data=body)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (urllib.error.URLError, OSError) as e:
-        return repr(e)
-
-
-def grpc_stub_killer(port: int) -> str:
-    """TOKENS_BATCH of shape [1, 1, 2**62] with no raw bytes: kills the detokenizer's stub."""
-    import grpc
-    import numpy as np
-    from tritonclient.grpc import service_pb2, service_pb2_grpc
-
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-        req = service_pb2.ModelInferRequest(model_name="detokenizer")
-        t = req.inputs.add(name="TOKENS_BATCH", datatype="INT32")
-        t.shape.extend([1, 1, 2**62])
-        s = req.inputs.add(name="SEQUENCE_LENGTH", datatype="INT32")
-        s.shape.extend([1, 1])
-        req.raw_input_contents.extend([b"", np.array([[1]], np.int32).tobytes()])
-        try:
-            service_pb2_grpc.GRPCInferenceServiceStub(ch).ModelInfer(req, timeout=30)
-        except grpc.RpcError as e:
-            return f"{e.code()}: {e.details()}"
-    return "answered"
 
 
 def assert_recovers(served: Served, send, cause: str, ref) -> None:
