@@ -2,8 +2,14 @@
 # from nvidia-pytriton 0.7.0), with the CUDA path built in.
 #
 #   docker build -t gputok-triton .
-#   docker run --gpus all --shm-size=1g --rm \
+#   docker run --gpus all --shm-size=1g --restart unless-stopped -d \
 #     -p 127.0.0.1:8000:8000 -p 127.0.0.1:8001:8001 -p 127.0.0.1:8002:8002 gputok-triton
+#
+# --restart: Triton 2.51 can be crashed by one malformed request (docs/reliability.md). The
+# entry point execs tritonserver, so a crash ends the container and Docker starts it again
+# (outside Docker, gputok-serve restarts the server itself; docs/reliability.md has a systemd
+# unit for gputok-serve). Request isolation is gputok-serve's: this image serves the tokenizer
+# batched (docs/reliability.md, "request isolation").
 #
 # Inside the container the server listens on all interfaces (or published ports would not
 # work); the -p 127.0.0.1:... mappings keep it reachable from this host only, like gputok-serve.

@@ -94,11 +94,6 @@ perf-report: setup
 soak: setup
 	$(PY) perf_analyzer_configs/soak.py $(SOAK_ARGS)
 
-# tokenizer config search, scenario sweeps, pool-cap check and soak in one run
-# (scripts/gpu_serve_search.py; docs/perf_analyzer.md). E.g. SEARCH_ARGS="--quick --stages search"
-.PHONY: serve-search
-serve-search: setup
-	$(PY) scripts/gpu_serve_search.py --out perf_analyzer_configs/results/search $(SEARCH_ARGS)
 
 serve: setup
 	$(PY) -m gputok.serve $(SERVE_ARGS)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import re
 import sys
 from pathlib import Path
 
@@ -21,6 +20,6 @@ def load_model_module(name: str):
 
 def config_parameters(name: str) -> dict:
     """The `parameters` of model_repository/<name>/config.pbtxt, shaped as Triton passes them."""
-    text = (REPO / "model_repository" / name / "config.pbtxt").read_text()
-    pat = r'parameters \{ key: "([^"]+)" value: \{ string_value: "([^"]*)" \} \}'
-    return {k: {"string_value": v} for k, v in re.findall(pat, text)}
+    from gputok.serve import pbtxt
+
+    return pbtxt.parameters(REPO / "model_repository" / name / "config.pbtxt")

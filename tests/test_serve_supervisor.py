@@ -124,26 +124,32 @@ def region():
 
 
 def test_regions_of_a_process_are_found_and_only_they_are_freed(region, tmp_path):
-    """A process that maps a region (as the server and its stubs do) is found to use it;
-    unlinking frees exactly the regions named, and never a file without the backend's prefix."""
-    child = subprocess.Popen(
+    """A process that maps a region (as the server does) or names it in its arguments (as a
+    stub does) is found to use it; unlinking frees exactly the regions named, and never a file
+    without the backend's prefix."""
+    import os
+
+    mapper = subprocess.Popen(  # the path comes through the environment: found by its maps
         [
             sys.executable,
             "-c",
-            "import mmap,sys,time; f=open(sys.argv[1],'r+b'); m=mmap.mmap(f.fileno(),4096); "
+            "import mmap,os,time; f=open(os.environ['REGION'],'r+b'); m=mmap.mmap(f.fileno(),4096); "
             "print('mapped',flush=True); time.sleep(30)",
-            str(shm.SHM_DIR / region),
         ],
         stdout=subprocess.PIPE,
         text=True,
+        env={**os.environ, "REGION": str(shm.SHM_DIR / region)},
     )
+    namer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", region])
     try:
-        assert child.stdout.readline().strip() == "mapped"
-        found = shm.regions_of([child.pid])
-        assert region in found
+        assert mapper.stdout.readline().strip() == "mapped"
+        assert region in shm.regions_of([mapper.pid])
+        assert region in shm.regions_of([namer.pid])
+        assert shm.regions_of([os.getpid()]) == set()
     finally:
-        child.kill()
-        child.wait()
+        for child in (mapper, namer):
+            child.kill()
+            child.wait()
     other = tmp_path / "not-a-region"
     other.write_text("x")
     assert shm.unlink_regions([region, "../" + region, "not-a-region"], shm.SHM_DIR) == (1, 4096)

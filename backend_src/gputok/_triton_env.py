@@ -5,7 +5,7 @@ This module only runs the bundled binary; it never uses PyTriton's bind API. It 
 GPU machine, and depends on the standard library alone, so it works before the native extension
 is importable and can report that the build is missing.
 
-What the server needs (see shared/REFERENCE.md, "Traps already hit"):
+What the server needs (found on these machines; docs/serving.md):
 - `nvidia_pytriton.libs` on LD_LIBRARY_PATH;
 - a Python-backend stub built for the running Python's X.Y, placed in `backends/python/`
   (the wheel ships one per version under `python_backend_stubs/X.Y/`);
@@ -37,6 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STUB_NUMPY = "numpy==1.26.4"
+# Every Python-backend shared-memory region any TritonServer of this process has seen: the
+# test suite checks at its end that none is left (tests/e2e/conftest.py).
+SEEN_REGIONS: set[str] = set()
 PYTRITON_SPEC = "nvidia-pytriton==0.7.0"
 
 
@@ -229,7 +232,6 @@ STUB_EXCLUDE = frozenset({"numpy", "scipy", "sklearn", "scikit_learn", "pandas"}
 
 def filtered_site(src: Path, dst: Path, exclude: frozenset[str]) -> Path:
     """A folder of symlinks to every entry of `src` except the `exclude`d packages."""
-    import re
 
     if dst.exists():
         shutil.rmtree(dst)
@@ -250,7 +252,7 @@ def prepare_stub_env(
 ) -> Path:
     """Create (or reuse) a venv at `dest` whose numpy is `numpy_spec`, seeing `base_python`'s packages.
 
-    The recipe that worked on the H200 machine (shared/REFERENCE.md): the venv holds numpy
+    The recipe that worked on the H200 machine (docs/serving.md): the venv holds numpy
     alone; a .pth file appends the site-packages of `base_python` (where torch, transformers and
     gputok live), so the venv's numpy comes first and the rest is still found. Returns the venv's
     bin/ directory, to put first on PATH when starting tritonserver.
@@ -390,7 +392,7 @@ def ld_library_path(dist: TritonDist, report: dict, current: str | None = None) 
 def port_in_use(host: str, port: int) -> bool:
     """True when something listens on (or holds) the port. SO_REUSEADDR, as Triton's own
     listeners set it: without it, the connections a just-stopped server closed (TIME_WAIT, up
-    to 60 s) made a restart on the same port fail with "already in use" (issue 6,
+    to 60 s) made a restart on the same port fail with "already in use" (
     tests/e2e/test_restart.py), although tritonserver itself could bind it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -431,13 +433,9 @@ def copy_models(src: Path, dest: Path, names: tuple[str, ...] | list[str] | None
 
 def set_config_parameter(config: Path, key: str, value: str) -> None:
     """Set a `parameters { key: ... }` string value in a config.pbtxt (a throwaway copy)."""
-    text = config.read_text()
-    pat = re.compile(
-        rf'(parameters \{{ key: "{re.escape(key)}" value: \{{ string_value: ")[^"]*(" \}} \}})'
-    )
-    if not pat.search(text):
-        raise KeyError(f"{config}: no parameter {key}")
-    config.write_text(pat.sub(lambda m: m.group(1) + value + m.group(2), text))
+    from gputok.serve import pbtxt
+
+    pbtxt.set_parameter(config, key, value)
 
 
 def _processes() -> Iterator[tuple[Path, int, int]]:
@@ -607,6 +605,8 @@ class TritonServer:
         self.shm_regions: set[str] = set()  # Python-backend regions this server has used
         self.last_freed: tuple[int, int] = (0, 0)  # (regions, bytes) the last stop unlinked
         self.key_scrubbed: bool | None = None  # None: no key; else whether argv was blanked
+        self.started_at = 0.0
+        self.key_visible_s: float | None = None  # start -> key blanked in its argv
 
     @property
     def http_url(self) -> str:
@@ -635,6 +635,8 @@ class TritonServer:
             preexec_fn=_die_with_parent,
         )
         self.key_scrubbed = None if self.opts.restricted_value is None else False
+        self.started_at = time.monotonic()
+        self.key_visible_s = None
         self._pump = threading.Thread(
             target=self._pump_output, args=(self.proc,), name="tritonserver-log", daemon=True
         )
@@ -662,6 +664,7 @@ class TritonServer:
         try:
             scrub_argv(pid, self.opts.restricted_value or "")
             self.key_scrubbed = True
+            self.key_visible_s = time.monotonic() - self.started_at
         except (OSError, ValueError, IndexError) as e:
             self.key_scrubbed = None  # tried once; say so once
             print(
@@ -682,6 +685,7 @@ class TritonServer:
         from gputok.serve.shm import regions_of
 
         self.shm_regions |= regions_of(self.pids())
+        SEEN_REGIONS.update(self.shm_regions)
         return self.shm_regions
 
     def free_shm(self) -> tuple[int, int]:

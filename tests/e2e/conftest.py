@@ -8,7 +8,6 @@ is kept in the pytest temp folder and printed when start-up fails.
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
@@ -53,16 +52,24 @@ TEST_VARIANTS = [
 
 def add_variant(repo: Path, name: str, base: str, params: dict[str, str]) -> None:
     """Copy model `base` to `name` in a test repository, renamed, with parameters changed."""
-    from gputok._triton_env import set_config_parameter
+    from gputok.serve import pbtxt
 
     shutil.copytree(repo / base, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
     config = repo / name / "config.pbtxt"
-    text, n = re.subn(rf'^name: "{base}"', f'name: "{name}"', config.read_text(), flags=re.M)
-    if n != 1:
-        raise ValueError(f"{config}: no name line")
-    config.write_text(text)
+    pbtxt.rename(config, name)
     for key, value in params.items():
-        set_config_parameter(config, key, value)
+        pbtxt.set_parameter(config, key, value)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_regions_left():
+    """At the end of the session, no Python-backend shared-memory region that any server
+    started in this process used may be left in /dev/shm (stops and crashes included)."""
+    from gputok import _triton_env
+
+    yield
+    left = sorted(r for r in _triton_env.SEEN_REGIONS if (Path("/dev/shm") / r).exists())
+    assert not left, f"{len(left)} shared-memory regions left: {left[:5]}"
 
 
 @pytest.fixture(scope="session")

@@ -221,18 +221,27 @@ class ValidLoad:
         ]
 
     def _run(self, k: int, protocol: str, port: int) -> None:
-        from gputok_client import GputokClient
-
         text = self._texts[k]
-        with GputokClient(f"127.0.0.1:{port}", protocol=protocol, retries=0) as c:
-            while not self._stop.is_set():
-                try:
-                    got = c.tokenize([text])[0].tolist()
-                    ev = ("ok", "") if got == self._want[text] else ("wrong", text)
-                except Exception as e:  # noqa: BLE001 - recorded and asserted on
-                    ev = ("error", f"{protocol}: {e}"[:300])
-                with self._lock:
-                    self.events.append((time.monotonic(), *ev))
+        while not self._stop.is_set():
+            # A new client after each error. Over gRPC it gets its own subchannel: grpcio
+            # shares them between channels by default, and one that saw the server go away
+            # keeps failing fast ("failed to connect") for its reconnect backoff, seconds after
+            # the server is back.
+            tokenize, close = _tokenizer_call(protocol, port)
+            try:
+                while not self._stop.is_set():
+                    try:
+                        got = tokenize(text)
+                        ev = ("ok", "") if got == self._want[text] else ("wrong", text)
+                    except Exception as e:  # noqa: BLE001 - recorded and asserted on
+                        ev = ("error", f"{protocol}: {e}"[:300])
+                    with self._lock:
+                        self.events.append((time.monotonic(), *ev))
+                    if ev[0] == "error":
+                        time.sleep(0.05)  # a server down for a restart: do not spin
+                        break
+            finally:
+                close()
 
     def __enter__(self) -> ValidLoad:
         for t in self._threads:
@@ -249,3 +258,27 @@ class ValidLoad:
 
     def errors(self) -> list[str]:
         return [d for _, k, d in self.events if k == "error"]
+
+
+def _tokenizer_call(protocol: str, port: int):
+    """(tokenize(text) -> ids, close) over a fresh connection."""
+    if protocol == "http":
+        from gputok_client import GputokClient
+
+        c = GputokClient(f"127.0.0.1:{port}", protocol="http", retries=0)
+        return (lambda text: c.tokenize([text])[0].tolist()), c.close
+    import numpy as np
+    import tritonclient.grpc as g
+
+    c = g.InferenceServerClient(
+        f"127.0.0.1:{port}", channel_args=[("grpc.use_local_subchannel_pool", 1)]
+    )
+
+    def tokenize(text: str) -> list[int]:
+        q = g.InferInput("QUERY", [1, 1], "BYTES")
+        q.set_data_from_numpy(np.array([[text.encode()]], dtype=object))
+        r = c.infer("tokenizer", [q], client_timeout=30)
+        n = int(r.as_numpy("REQUEST_INPUT_LEN")[0, 0])
+        return r.as_numpy("INPUT_ID")[0, :n].tolist()
+
+    return tokenize, c.close

@@ -1,4 +1,4 @@
-"""The bad-input matrix (issue 6): every case through HTTP and gRPC against the real server.
+"""The bad-input matrix: every case through HTTP and gRPC against the real server.
 
 Each case sends one request, raw through tritonclient (so datatypes, shapes and input names can
 be wrong), at the same moment as valid tokenizer requests and valid requests to the case's own

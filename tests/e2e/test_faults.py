@@ -1,4 +1,4 @@
-"""Faults (issue 6; docs/reliability.md): SIGKILL the tokenizer's Python-backend stub process
+"""Faults (docs/reliability.md): SIGKILL the tokenizer's Python-backend stub process
 while clients send requests, and record what Triton does.
 
 Runs its own tokenizer-only server (module scope), so the session server of the other e2e
@@ -18,7 +18,6 @@ lock_exception went uncaught. check_server_aborted pins that outcome's evidence.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import threading
 import time
@@ -35,13 +34,6 @@ TEXTS = [
 ]
 
 
-def set_instance_count(config: Path, count: int) -> None:
-    text = config.read_text()
-    new = re.sub(r"(instance_group \[\s*\{\s*count: )\d+", rf"\g<1>{count}", text)
-    assert new != text or f"count: {count}" in text, "instance_group count not found"
-    config.write_text(new)
-
-
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-instance", "2-instances"])
 def lone_tokenizer(request, tmp_path_factory):
     """A tokenizer-only server with 1 instance, and with 2 (config.pbtxt's default)."""
@@ -50,7 +42,9 @@ def lone_tokenizer(request, tmp_path_factory):
     repo = copy_models(
         REPO / "model_repository", tmp_path_factory.mktemp("faults") / "repo", ["tokenizer"]
     )
-    set_instance_count(repo / "tokenizer" / "config.pbtxt", request.param)
+    from gputok.serve import pbtxt
+
+    pbtxt.set_instance_count(repo / "tokenizer" / "config.pbtxt", request.param)
     http, grpc, metrics = free_ports(3)
     log = tmp_path_factory.mktemp("faults-log") / "tritonserver.log"
     server = TritonServer(

@@ -1,4 +1,4 @@
-"""Fault (issue 6; docs/reliability.md): the server restarts while `gputok-client tokenize --file`
+"""Fault (docs/reliability.md): the server restarts while `gputok-client tokenize --file`
 sends a big file. The CLI must either finish with exactly tiktoken's ids of the whole file, or
 exit non-zero with a clear message, and never leave a file at the output path (nor a
 `.partial` temporary) that could pass for a complete result.

@@ -1,4 +1,4 @@
-"""Security defaults of the served models (issue 6; docs/security.md): the server listens on
+"""Security defaults of the served models (docs/security.md): the server listens on
 127.0.0.1 only, and model control is off (load/unload requests are refused, over HTTP and
 gRPC, and the models stay ready). The key-restricted APIs are in test_restricted_api.py."""
 

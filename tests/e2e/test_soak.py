@@ -1,4 +1,4 @@
-"""A short soak (issue 6; docs/reliability.md "Soak"): perf_analyzer_configs/soak.py's code path
+"""A short soak (docs/reliability.md "Soak"): perf_analyzer_configs/soak.py's code path
 for about 12 s on the ensemble (gpt2 `tiny`) at concurrency 4, on its own server.
 
 Asserts 0 failed requests (perf_analyzer and the server's statistics), that sampling worked

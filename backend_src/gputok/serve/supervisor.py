@@ -49,11 +49,10 @@ def crash_cause(code: int | None, log_tail: str) -> str:
     m = re.search(r"Signal \((\d+)\) received", log_tail)
     if m and (code is None or code >= 0):
         what += f" after Signal ({m.group(1)})"
-    hints = [
-        line.strip()
-        for line in log_tail.splitlines()
-        if re.match(r"\s*(E\d{4}|terminate called|what\(\)|Signal \()", line)
-    ]
+    lines = log_tail.splitlines()
+    # the crash's own words first (a signal, an uncaught exception), else Triton's last error
+    hints = [x.strip() for x in lines if re.match(r"\s*(terminate called|what\(\)|Signal \()", x)]
+    hints = hints or [x.strip() for x in lines if re.match(r"\s*E\d{4}", x)]
     return what + (f"; last error: {hints[-1][:300]}" if hints else "")
 
 
