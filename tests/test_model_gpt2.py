@@ -34,10 +34,11 @@ def test_request_rows():
         50257,
         1024,
         16,
+        50256,
     )
     assert [(p.tolist(), k) for p, k in rows] == [([5, 6], 3), ([7], 4)]
     ((p, k),) = m.request_rows(
-        np.zeros((1, 0), np.int32), np.array([[0]]), np.array([[2]]), 50257, 1024, 16
+        np.zeros((1, 0), np.int32), np.array([[0]]), np.array([[2]]), 50257, 1024, 16, 50256
     )
     assert p.tolist() == [50256], "an empty prompt starts from <|endoftext|>"
 
@@ -55,7 +56,9 @@ def test_request_rows():
 )
 def test_request_rows_errors(ids, lens, outs, message):
     with pytest.raises(m.RequestError, match=message):
-        m.request_rows(np.array(ids, np.int32), np.array(lens), np.array(outs), 50257, 1024, 16)
+        m.request_rows(
+            np.array(ids, np.int32), np.array(lens), np.array(outs), 50257, 1024, 16, 50256
+        )
 
 
 def test_batched_equals_one_at_a_time(tiny):
@@ -97,7 +100,7 @@ def test_stops_at_eot():
 
 
 def test_pack_outputs():
-    ids, lens = m.pack_outputs([np.array([1, 2]), np.array([], np.int64), np.array([3])])
+    ids, lens = m.pack_outputs([np.array([1, 2]), np.array([], np.int64), np.array([3])], 50256)
     assert ids.dtype == np.int32 and ids.shape == (3, 1, 2)
     assert ids[:, 0].tolist() == [[1, 2], [50256, 50256], [3, 50256]]
     assert lens.tolist() == [[2], [0], [1]]

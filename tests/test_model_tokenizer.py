@@ -96,6 +96,7 @@ def test_pad_rows_empty():
 class CountingTok:
     def __init__(self, tok):
         self.tok, self.calls = tok, 0
+        self.eot_token = tok.eot_token
 
     def encode_batch_flat(self, texts, **kw):
         self.calls += 1

@@ -8,6 +8,7 @@ cat f.txt | gputok-client tokenize -                         # stdin
 gputok-client detokenize 31373 995                           # hello world
 gputok-client detokenize --file ids.npy
 gputok-client generate "Once upon a time" --max-tokens 32
+gputok-client --protocol grpc generate --stream "Once upon a time"   # text as it is made
 """
 
 from __future__ import annotations
@@ -120,12 +121,40 @@ def cmd_generate(c: GputokClient, args) -> int:
         prompts += Path(args.file).read_text(encoding="utf-8").splitlines()
     if not prompts:
         prompts = sys.stdin.read().splitlines()
+    if args.stream:
+        return _generate_stream(c, args, prompts)
     for p, out in zip(prompts, c.generate(prompts, max_tokens=args.max_tokens), strict=True):
         print(
             json.dumps({"prompt": p, "text_output": out}, ensure_ascii=False)
             if args.json
             else p + out
         )
+    return OK
+
+
+def _generate_stream(c: GputokClient, args, prompts: list[str]) -> int:
+    """Print each prompt, then its completion as the chunks arrive (gRPC streaming)."""
+    from .stream import generate_stream
+
+    if c.protocol != "grpc":
+        raise ClientError(
+            "--stream needs gRPC (decoupled models stream only there): "
+            "pass --url grpc://HOST:PORT (gputok-serve prints it) or --protocol grpc"
+        )
+    key = next(iter(c.headers.values())) if c.headers else None
+    for p in prompts:
+        chunks = []
+        if not args.json:
+            sys.stdout.write(p)
+        for chunk in generate_stream(c.url, p, args.max_tokens, api_key=key, timeout_s=c.timeout_s):
+            chunks.append(chunk)
+            if not args.json:
+                sys.stdout.write(chunk)
+                sys.stdout.flush()
+        if args.json:
+            print(json.dumps({"prompt": p, "text_output": "".join(chunks)}, ensure_ascii=False))
+        else:
+            sys.stdout.write("\n")
     return OK
 
 
@@ -240,6 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--file", "-f", default=None, help="one prompt per line")
     g.add_argument("--max-tokens", type=int, default=16, help="tokens to generate per prompt")
     g.add_argument("--json", action="store_true", help="one JSON object per prompt")
+    g.add_argument(
+        "--stream",
+        action="store_true",
+        help="print the text as it is made (ensemble_stream; needs gRPC: --url grpc://HOST:PORT)",
+    )
     g.set_defaults(fn=cmd_generate)
 
     h = sub.add_parser(

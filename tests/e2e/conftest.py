@@ -23,10 +23,14 @@ def model_repo(tmp_path_factory) -> Path:
     dst = copy_models(
         REPO / "model_repository", tmp_path_factory.mktemp("model_repository") / "repo"
     )
-    set_config_parameter(dst / "gpt2" / "config.pbtxt", "model_config", "tiny")
-    set_config_parameter(dst / "gpt2" / "config.pbtxt", "torch_threads", "1")
+    from trtllm_repo import add_test_models
+
+    for gpt2 in ("gpt2", "gpt2_stream"):
+        set_config_parameter(dst / gpt2 / "config.pbtxt", "model_config", "tiny")
+        set_config_parameter(dst / gpt2 / "config.pbtxt", "torch_threads", "1")
     for name, base, params in TEST_VARIANTS:
         add_variant(dst, name, base, params)
+    add_test_models(dst)  # TensorRT-LLM's ensemble around our models; 3-token streaming
     return dst
 
 

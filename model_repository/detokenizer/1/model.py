@@ -8,23 +8,39 @@ All valid rows of all requests of one `execute` go to gputok in one `decode_batc
 of range, negative lengths or lengths past the row are INVALID_ARG for that request only.
 Invalid UTF-8 in the decoded bytes (a multi-byte character cut by the length) becomes U+FFFD by
 default (`utf8_errors`), as tiktoken's `decode` does.
+
+Streaming (the `ensemble_stream` step after the decoupled `gpt2_stream`): a request that carries
+STREAM_CONTEXT_LENGTH is one step of a stream. The first STREAM_CONTEXT_LENGTH ids of each row
+were sent before and only say which bytes are still pending; the text returned is what the new
+ids complete (gputok.stream.decode_step), and STREAM_FINAL flushes an incomplete tail at the end.
+The chunks of a stream concatenate to the one-shot decode of its ids, and no state is kept
+between requests, so any instance may serve any step and a cancelled stream leaves nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from dataclasses import dataclass
 
 import numpy as np
+
+from gputok.stream import decode_step
+from gputok.triton_model import (
+    RequestError,
+    check_choice,
+    error_response,
+    input_array,
+    settings_from_params,
+)
 
 try:  # present only inside the Triton Python-backend stub
     import triton_python_backend_utils as pb_utils
 except ImportError:  # unit tests import the pure functions without a server
     pb_utils = None
 
-
-class RequestError(ValueError):
-    """The request at fault gets INVALID_ARG with this message."""
+__all__ = ["RequestError"]
 
 
 @dataclass(frozen=True)
@@ -33,29 +49,17 @@ class DetokenizerSettings:
     device: str = "cpu"  # decoding is a table lookup; the GPU buys nothing for short outputs
     utf8_errors: str = "replace"
     max_tokens_per_request: int = 1 << 22
-
-
-def _param(params: dict, key: str, default: str) -> str:
-    v = params.get(key)
-    if v is None:
-        return default
-    if isinstance(v, dict):
-        v = v.get("string_value", default)
-    return str(v)
+    # TensorRT-LLM postprocessing's parameter: leave special tokens (<|endoftext|>) out of the
+    # text. Off by default: the ids come back as text exactly.
+    skip_special_tokens: bool = False
 
 
 def parse_settings(params: dict) -> DetokenizerSettings:
-    d = DetokenizerSettings()
-    s = DetokenizerSettings(
-        vocab_file=_param(params, "vocab_file", d.vocab_file).strip(),
-        device=_param(params, "device", d.device).strip().lower() or d.device,
-        utf8_errors=_param(params, "utf8_errors", d.utf8_errors).strip().lower(),
-        max_tokens_per_request=int(
-            _param(params, "max_tokens_per_request", str(d.max_tokens_per_request))
-        ),
-    )
-    if s.utf8_errors not in ("strict", "replace"):
-        raise ValueError(f"utf8_errors must be 'strict' or 'replace', not {s.utf8_errors!r}")
+    s = settings_from_params(DetokenizerSettings, params, lower=("device", "utf8_errors"))
+    s = dataclasses.replace(s, device=s.device or "cpu")
+    check_choice("utf8_errors", s.utf8_errors, ("strict", "replace"))
+    if s.max_tokens_per_request <= 0:
+        raise ValueError("max_tokens_per_request must be positive")
     return s
 
 
@@ -99,39 +103,71 @@ def request_rows(tokens, lengths, n_vocab: int, max_tokens: int) -> tuple[list[n
     return rows, n.shape
 
 
-def decode_requests(tok, batches: list, errors: str) -> list:
-    """Per request: an object array of bytes shaped [batch, beams], or the Exception to return."""
-    good = [i for i, b in enumerate(batches) if not isinstance(b, Exception)]
+def stream_step(context, final, shape: tuple) -> tuple[np.ndarray, bool] | None:
+    """A streaming step's STREAM_CONTEXT_LENGTH ([batch, beams]) and STREAM_FINAL, checked;
+    None when the request is not a streaming step."""
+    if context is None:
+        if final is not None:
+            raise RequestError("STREAM_FINAL needs STREAM_CONTEXT_LENGTH")
+        return None
+    c = np.asarray(context)
+    if c.dtype.kind not in "iu":
+        raise RequestError(f"STREAM_CONTEXT_LENGTH must be integers, got {c.dtype}")
+    if c.ndim == 1:
+        c = c[:, None]
+    if c.shape != shape:
+        raise RequestError(
+            f"STREAM_CONTEXT_LENGTH {list(np.shape(context))} must be [batch, beams] = {list(shape)}"
+        )
+    f = np.asarray(final if final is not None else False).reshape(-1)
+    return c.astype(np.int64), bool(f.any())
+
+
+def decode_row(tok, row: np.ndarray, context: int, final: bool, errors: str) -> bytes:
+    """One row's text: all of it, or (streaming, context >= 0) what the ids after `context`
+    complete."""
+    if context < 0:
+        return tok.decode(row.tolist(), errors=errors).encode("utf-8")
+    if context > row.size:
+        raise RequestError(f"STREAM_CONTEXT_LENGTH {context} is past the row's {row.size} ids")
+    prev = tok.decode_bytes(row[:context].tolist())
+    return decode_step(prev, tok.decode_bytes(row[context:].tolist()), final, errors).encode()
+
+
+def decode_requests(tok, batches: list, errors: str, streams: list | None = None) -> list:
+    """Per request: an object array of bytes shaped [batch, beams], or the Exception to return.
+    `streams[i]` is request i's stream_step (None: one-shot)."""
+    streams = streams or [None] * len(batches)
     results: list = list(batches)
-
-    def run(rows):
-        # One gputok call for all rows; under errors="strict" a cut multi-byte character raises
-        # UnicodeDecodeError (a ValueError), which the isolation pass pins on its request.
-        return [
-            t.encode("utf-8") for t in tok.decode_batch([r.tolist() for r in rows], errors=errors)
-        ]
-
-    def shape(texts, shp):
+    for i, b in enumerate(batches):
+        if isinstance(b, Exception):
+            continue
+        rows, shape = b
+        step = streams[i]
+        ctx = step[0].reshape(-1) if step is not None else None
+        try:
+            # under errors="strict" a cut multi-byte character raises UnicodeDecodeError (a
+            # ValueError): this request's error only
+            texts = [
+                decode_row(
+                    tok, r, int(ctx[j]) if ctx is not None else -1, bool(step and step[1]), errors
+                )
+                for j, r in enumerate(rows)
+            ]
+        except Exception as e:  # noqa: BLE001
+            results[i] = e
+            continue
         out = np.empty(len(texts), dtype=np.object_)
         out[:] = texts
-        return out.reshape(shp)
-
-    flat = [r for i in good for r in batches[i][0]]
-    try:
-        texts = run(flat)
-    except Exception:  # noqa: BLE001 - isolate the request at fault
-        for i in good:
-            try:
-                results[i] = shape(run(batches[i][0]), batches[i][1])
-            except Exception as e:  # noqa: BLE001
-                results[i] = e
-        return results
-    start = 0
-    for i in good:
-        rows, shp = batches[i]
-        results[i] = shape(texts[start : start + len(rows)], shp)
-        start += len(rows)
+        results[i] = out.reshape(shape)
     return results
+
+
+def special_ids(tok) -> np.ndarray:
+    return np.array(
+        sorted(tok.encode(t, allowed_special="all")[0] for t in tok.special_tokens_set),
+        dtype=np.int64,
+    )
 
 
 class TritonPythonModel:
@@ -142,8 +178,6 @@ class TritonPythonModel:
         import gputok
 
         if self.s.vocab_file:
-            import os
-
             path = self.s.vocab_file
             if not os.path.isabs(path):
                 path = os.path.join(args.get("model_repository", ""), path)
@@ -151,42 +185,44 @@ class TritonPythonModel:
         else:
             self.tok = gputok.gpt2(device=self.s.device)
         self.n_vocab = int(self.tok.n_vocab)
+        self.skip = special_ids(self.tok) if self.s.skip_special_tokens else None
         self.logger.log_info(
             f"detokenizer: numpy {np.__version__}, n_vocab {self.n_vocab}, settings {self.s}"
         )
 
+    def _parse(self, request):
+        rows, shape = request_rows(
+            input_array(pb_utils, request, "TOKENS_BATCH"),
+            input_array(pb_utils, request, "SEQUENCE_LENGTH"),
+            self.n_vocab,
+            self.s.max_tokens_per_request,
+        )
+        step = stream_step(
+            input_array(pb_utils, request, "STREAM_CONTEXT_LENGTH"),
+            input_array(pb_utils, request, "STREAM_FINAL"),
+            shape,
+        )
+        if self.skip is not None:
+            if step is not None:  # which context ids were skipped is not known here
+                raise RequestError("skip_special_tokens does not apply to streaming steps")
+            rows = [r[~np.isin(r, self.skip)] for r in rows]
+        return (rows, shape), step
+
     def execute(self, requests):
-        batches = []
+        batches, streams = [], []
         for request in requests:
             try:
-                t = pb_utils.get_input_tensor_by_name(request, "TOKENS_BATCH")
-                n = pb_utils.get_input_tensor_by_name(request, "SEQUENCE_LENGTH")
-                batches.append(
-                    request_rows(
-                        None if t is None else t.as_numpy(),
-                        None if n is None else n.as_numpy(),
-                        self.n_vocab,
-                        self.s.max_tokens_per_request,
-                    )
-                )
-            except Exception as e:  # noqa: BLE001
-                batches.append(e)
-        responses = []
-        for r in decode_requests(self.tok, batches, self.s.utf8_errors):
-            if isinstance(r, Exception):
-                code = (
-                    pb_utils.TritonError.INVALID_ARG
-                    if isinstance(r, ValueError)
-                    else pb_utils.TritonError.INTERNAL
-                )
-                responses.append(
-                    pb_utils.InferenceResponse(error=pb_utils.TritonError(str(r), code))
-                )
-            else:
-                responses.append(
-                    pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", r)])
-                )
-        return responses
+                b, step = self._parse(request)
+            except Exception as e:  # noqa: BLE001 - this request's error
+                b, step = e, None
+            batches.append(b)
+            streams.append(step)
+        return [
+            error_response(pb_utils, r)
+            if isinstance(r, Exception)
+            else pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", r)])
+            for r in decode_requests(self.tok, batches, self.s.utf8_errors, streams)
+        ]
 
     def finalize(self):
         self.tok = None

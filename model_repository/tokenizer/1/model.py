@@ -1,6 +1,12 @@
-"""Triton Python-backend model `tokenizer`: QUERY (strings) -> INPUT_ID (padded int32), REQUEST_INPUT_LEN.
+"""Triton Python-backend model `tokenizer`: TensorRT-LLM's `preprocessing` contract, text part.
 
-I/O names follow TensorRT-LLM's `preprocessing` model, so this model drops into its ensembles.
+QUERY (strings) -> INPUT_ID (padded int32), REQUEST_INPUT_LEN, and the rest of the inputs and
+outputs of TensorRT-LLM's `preprocessing` model (triton_backend/all_models/inflight_batcher_llm/
+preprocessing in NVIDIA/TensorRT-LLM), with their semantics (trtllm.py): REQUEST_OUTPUT_LEN is
+echoed, END_ID/PAD_ID pass through (default: the vocabulary's <|endoftext|>), stop and bad words
+become ids in their [batch, 2, n] layout, embedding-bias words become a [batch, n_vocab] bias,
+DECODER_QUERY is tokenized like QUERY. The multimodal inputs (images, video) are not taken: they
+are not declared, so Triton refuses a request that carries them.
 
 Design (why it is shaped like this):
 - All rows of all requests in one `execute` go to gputok in a single `encode_batch_flat` call:
@@ -18,22 +24,30 @@ Design (why it is shaped like this):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from gputok import trtllm
+from gputok.triton_model import (
+    RequestError,
+    check_choice,
+    error_code,
+    error_response,
+    input_array,
+    max_batch_size,
+    settings_from_params,
+)
+
 try:  # present only inside the Triton Python-backend stub
     import triton_python_backend_utils as pb_utils
 except ImportError:  # unit tests import the pure functions without a server
     pb_utils = None
 
-EOT = 50256
-
-
-class RequestError(ValueError):
-    """The request at fault gets INVALID_ARG with this message; its batch-mates are unaffected."""
+__all__ = ["RequestError", "error_code"]
 
 
 @dataclass(frozen=True)
@@ -42,13 +56,13 @@ class TokenizerSettings:
     algorithm: str = "auto"
     device: str = "auto"  # auto: cuda on a KIND_GPU instance, cpu otherwise
     max_bytes_per_request: int = 4 << 20
-    max_rows_per_request: int = 4096
+    max_rows_per_request: int = 256  # the lower of this and max_batch_size holds
     utf8_errors: str = "strict"  # "strict": invalid UTF-8 is INVALID_ARG; "replace": U+FFFD
     allowed_special: str = ""  # "" none | "all" | comma-separated token strings
     disallowed_special: str = (
         "all"  # "all": special text in input is INVALID_ARG | "" ordinary text
     )
-    pad_id: int = EOT
+    pad_id: int = -1  # INPUT_ID's right padding; -1: the vocabulary's <|endoftext|>
     num_threads: int = 0  # 0 = all cores
     # "true"/"auto" (auto: on a GPU instance) hand INPUT_ID to Triton as a GPU tensor (DLPack).
     # Default "false": the ids are in host memory already, and a GPU output costs a copy up,
@@ -61,51 +75,29 @@ class TokenizerSettings:
     # cap on gputok's device memory pool (bytes; 0 = none; cuda only). Over it a call raises
     # DeviceMemoryError (a MemoryError -> INTERNAL); docs/reliability.md
     pool_limit_bytes: int = 0
-
-
-def _param(params: dict, key: str, default: str) -> str:
-    v = params.get(key)
-    if v is None:
-        return default
-    if isinstance(v, dict):
-        v = v.get("string_value", default)
-    return str(v)
+    # TensorRT-LLM's parameter name: a Hugging Face tokenizer folder (tokenizer.json, or
+    # vocab.json + merges.txt). Used when vocab_file is empty; "${tokenizer_dir}" (their
+    # unfilled template) counts as empty.
+    tokenizer_dir: str = ""
 
 
 def parse_settings(params: dict) -> TokenizerSettings:
     """Settings from config.pbtxt `parameters` ({key: {"string_value": ...}}); raises ValueError."""
-    d = TokenizerSettings()
-    s = TokenizerSettings(
-        vocab_file=_param(params, "vocab_file", d.vocab_file).strip(),
-        algorithm=_param(params, "algorithm", d.algorithm).strip() or d.algorithm,
-        device=_param(params, "device", d.device).strip().lower() or d.device,
-        max_bytes_per_request=int(
-            _param(params, "max_bytes_per_request", str(d.max_bytes_per_request))
-        ),
-        max_rows_per_request=int(
-            _param(params, "max_rows_per_request", str(d.max_rows_per_request))
-        ),
-        utf8_errors=_param(params, "utf8_errors", d.utf8_errors).strip().lower(),
-        allowed_special=_param(params, "allowed_special", d.allowed_special).strip(),
-        disallowed_special=_param(params, "disallowed_special", d.disallowed_special).strip(),
-        pad_id=int(_param(params, "pad_id", str(d.pad_id))),
-        num_threads=int(_param(params, "num_threads", str(d.num_threads))),
-        outputs_on_gpu=_param(params, "outputs_on_gpu", d.outputs_on_gpu).strip().lower(),
-        pool_limit_bytes=int(_param(params, "pool_limit_bytes", str(d.pool_limit_bytes))),
-        cpu_below_bytes=int(v) if (v := _param(params, "cpu_below_bytes", "").strip()) else None,
+    s = settings_from_params(
+        TokenizerSettings, params, lower=("device", "utf8_errors", "outputs_on_gpu")
     )
-    if s.utf8_errors not in ("strict", "replace"):
-        raise ValueError(f"utf8_errors must be 'strict' or 'replace', not {s.utf8_errors!r}")
-    if s.device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device must be auto, cpu or cuda, not {s.device!r}")
-    if s.outputs_on_gpu not in ("auto", "true", "false"):
-        raise ValueError(f"outputs_on_gpu must be auto, true or false, not {s.outputs_on_gpu!r}")
+    s = dataclasses.replace(s, algorithm=s.algorithm or "auto", device=s.device or "auto")
+    check_choice("utf8_errors", s.utf8_errors, ("strict", "replace"))
+    check_choice("device", s.device, ("auto", "cpu", "cuda"))
+    check_choice("outputs_on_gpu", s.outputs_on_gpu, ("auto", "true", "false"))
     if s.max_bytes_per_request <= 0 or s.max_rows_per_request <= 0:
         raise ValueError("max_bytes_per_request and max_rows_per_request must be positive")
     if s.pool_limit_bytes < 0:
         raise ValueError("pool_limit_bytes must be >= 0 (0 = no cap)")
     if s.cpu_below_bytes is not None and s.cpu_below_bytes < 0:
         raise ValueError("cpu_below_bytes must be >= 0 (0 = always the GPU on a GPU instance)")
+    if s.tokenizer_dir.startswith("${"):
+        s = dataclasses.replace(s, tokenizer_dir="")
     return s
 
 
@@ -138,7 +130,9 @@ def load_tokenizer(gputok, s: TokenizerSettings, model_dir: str, device: str, de
             kw["pool_limit_bytes"] = s.pool_limit_bytes
     if s.algorithm != "auto":
         kw["algorithm"] = s.algorithm  # gputok raises ValueError naming its ALGORITHMS otherwise
-    if not s.vocab_file:
+    if not s.vocab_file and s.tokenizer_dir:
+        tok = _load_hf_dir(gputok, s.tokenizer_dir, model_dir, kw)
+    elif not s.vocab_file:
         tok = gputok.gpt2(**kw)
     else:
         files = [f.strip() for f in s.vocab_file.split(",")]
@@ -154,6 +148,19 @@ def load_tokenizer(gputok, s: TokenizerSettings, model_dir: str, device: str, de
     elif device == "cuda" and s.cpu_below_bytes:
         tok.set_cpu_below_bytes(s.cpu_below_bytes)
     return tok
+
+
+def _load_hf_dir(gputok, folder: str, model_dir: str, kw: dict):
+    """TensorRT-LLM's tokenizer_dir: tokenizer.json if present, else vocab.json + merges.txt."""
+    folder = folder if os.path.isabs(folder) else os.path.join(model_dir, folder)
+    if os.path.isfile(os.path.join(folder, "tokenizer.json")):
+        return gputok.load_tokenizer_json(os.path.join(folder, "tokenizer.json"), **kw)
+    vocab, merges = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
+    if os.path.isfile(vocab) and os.path.isfile(merges):
+        return gputok.load_hf_files(vocab, merges, **kw)
+    raise FileNotFoundError(
+        f"tokenizer_dir {folder} has neither tokenizer.json nor vocab.json + merges.txt"
+    )
 
 
 def request_rows(query, max_rows: int, max_bytes: int) -> list[bytes]:
@@ -226,7 +233,7 @@ def encode_requests(tok, batches: list, s: TokenizerSettings) -> list:
         for i in good:
             try:
                 one_ids, one_off = tok.encode_batch_flat(batches[i], **kw)
-                results[i] = pad_rows(np.asarray(one_ids, np.int32), one_off, s.pad_id)
+                results[i] = pad_rows(np.asarray(one_ids, np.int32), one_off, pad_value(s, tok))
             except Exception as e:  # noqa: BLE001
                 results[i] = e
         return results
@@ -235,26 +242,98 @@ def encode_requests(tok, batches: list, s: TokenizerSettings) -> list:
     start = 0
     for i in good:
         n = len(batches[i])
-        results[i] = pad_rows(ids, offsets[start : start + n + 1], s.pad_id)
+        results[i] = pad_rows(ids, offsets[start : start + n + 1], pad_value(s, tok))
         start += n
     return results
 
 
 def error_code_for(e: Exception) -> str:
-    """INVALID_ARG where the input is at fault (ValueError includes UnicodeError, gputok's
-    VocabError and RequestError); INTERNAL for anything else."""
-    return "INVALID_ARG" if isinstance(e, (ValueError, TypeError, OverflowError)) else "INTERNAL"
+    """The Triton code for a request's exception: one mapping for all models (gputok.triton_model)."""
+    return error_code(e)
+
+
+def pad_value(s: TokenizerSettings, tok) -> int:
+    """INPUT_ID's padding id: the setting, or the vocabulary's <|endoftext|> (pad_id -1)."""
+    return s.pad_id if s.pad_id >= 0 else int(tok.eot_token)
+
+
+# TensorRT-LLM `preprocessing` inputs beyond QUERY, all optional here (their REQUEST_OUTPUT_LEN
+# is required; ours may be left out by a client that only tokenizes).
+EXTRA_INPUTS = (
+    "REQUEST_OUTPUT_LEN",
+    "BAD_WORDS_DICT",
+    "STOP_WORDS_DICT",
+    "EMBEDDING_BIAS_WORDS",
+    "EMBEDDING_BIAS_WEIGHTS",
+    "END_ID",
+    "PAD_ID",
+    "DECODER_QUERY",
+    "PROMPT_TABLE_EXTRA_ID",
+)
+
+
+def extra_outputs(tok, extras: dict, batch: int, input_id, s: TokenizerSettings, wanted) -> dict:
+    """The outputs besides INPUT_ID / REQUEST_INPUT_LEN, as TensorRT-LLM's preprocessing gives
+    them; only those in `wanted` (None: all) are computed. Raises ValueError on a bad input."""
+
+    def want(name: str) -> bool:
+        return wanted is None or name in wanted
+
+    pad = trtllm.id_column(extras.get("PAD_ID"), "PAD_ID", batch, pad_value(s, tok))
+    out = {
+        "OUT_END_ID": lambda: trtllm.id_column(
+            extras.get("END_ID"), "END_ID", batch, int(tok.eot_token)
+        ),
+        "OUT_PAD_ID": lambda: pad,
+        "BAD_WORDS_IDS": lambda: trtllm.word_list_ids(tok, extras.get("BAD_WORDS_DICT"), batch),
+        "STOP_WORDS_IDS": lambda: trtllm.word_list_ids(tok, extras.get("STOP_WORDS_DICT"), batch),
+        "EMBEDDING_BIAS": lambda: trtllm.embedding_bias(
+            tok, extras.get("EMBEDDING_BIAS_WORDS"), extras.get("EMBEDDING_BIAS_WEIGHTS"), batch
+        ),
+    }
+    result = {name: fn() for name, fn in out.items() if want(name)}
+    if extras.get("REQUEST_OUTPUT_LEN") is not None and want("REQUEST_OUTPUT_LEN"):
+        result["REQUEST_OUTPUT_LEN"] = trtllm.id_column(
+            extras["REQUEST_OUTPUT_LEN"], "REQUEST_OUTPUT_LEN", batch, 0
+        )
+    if want("DECODER_INPUT_ID") or want("REQUEST_DECODER_INPUT_LEN"):
+        dq = extras.get("DECODER_QUERY")
+        if dq is None:  # theirs: one pad id per row, length 1
+            dec = (pad.copy(), np.ones((batch, 1), dtype=np.int32))
+        else:
+            rows = request_rows(dq, s.max_rows_per_request, s.max_bytes_per_request)
+            dec = encode_requests(tok, [rows], s)[0]
+            if isinstance(dec, Exception):
+                raise dec
+        result["DECODER_INPUT_ID"], result["REQUEST_DECODER_INPUT_LEN"] = dec
+    if extras.get("PROMPT_TABLE_EXTRA_ID") is not None and want("OUT_PROMPT_TABLE_EXTRA_IDS"):
+        result["OUT_PROMPT_TABLE_EXTRA_IDS"] = trtllm.prompt_table_extra_ids(
+            extras["PROMPT_TABLE_EXTRA_ID"], input_id, int(tok.n_vocab)
+        )
+    return result
+
+
+def requested_outputs(request) -> set | None:
+    """The outputs the client (or the ensemble step) asked for; None (all) when it names none."""
+    names = getattr(request, "requested_output_names", None)
+    return (set(names()) or None) if names is not None else None
 
 
 class TritonPythonModel:
     def initialize(self, args):
         self.logger = pb_utils.Logger
         self.config = json.loads(args["model_config"])
-        self.s = parse_settings(self.config.get("parameters", {}))
+        s = parse_settings(self.config.get("parameters", {}))
+        # Triton refuses a request of more rows than max_batch_size before it reaches us, so a
+        # larger row limit would be a promise the server does not keep
+        if max_batch_size(self.config):
+            s = dataclasses.replace(
+                s, max_rows_per_request=min(s.max_rows_per_request, max_batch_size(self.config))
+            )
         kind = args.get("model_instance_kind", "CPU")
-        self.device = resolve_device(self.s.device, kind)
-        wants_gpu = self.s.outputs_on_gpu == "true" or (
-            self.s.outputs_on_gpu == "auto" and kind.upper() == "GPU"
+        self.device = resolve_device(s.device, kind)
+        wants_gpu = s.outputs_on_gpu == "true" or (
+            s.outputs_on_gpu == "auto" and kind.upper() == "GPU"
         )
         self.torch = None
         if wants_gpu:
@@ -269,8 +348,9 @@ class TritonPythonModel:
 
         device_id = int(args.get("model_instance_device_id", 0) or 0)
         self.tok = load_tokenizer(
-            gputok, self.s, args.get("model_repository", ""), self.device, device_id
+            gputok, s, args.get("model_repository", ""), self.device, device_id
         )
+        self.s = dataclasses.replace(s, pad_id=pad_value(s, self.tok))
         # unknown special tokens in the config fail the load, not the first request
         self.tok.encode("", **special_kwargs(self.s))
         self.logger.log_info(
@@ -280,13 +360,13 @@ class TritonPythonModel:
         )
 
     def execute(self, requests):
-        batches = []
+        batches, extras = [], []
         for request in requests:
+            extras.append({n: input_array(pb_utils, request, n) for n in EXTRA_INPUTS})
             try:
-                q = pb_utils.get_input_tensor_by_name(request, "QUERY")
                 batches.append(
                     request_rows(
-                        None if q is None else q.as_numpy(),
+                        input_array(pb_utils, request, "QUERY"),
                         self.s.max_rows_per_request,
                         self.s.max_bytes_per_request,
                     )
@@ -294,24 +374,24 @@ class TritonPythonModel:
             except Exception as e:  # noqa: BLE001 - becomes this request's error
                 batches.append(e)
         results = encode_requests(self.tok, batches, self.s)
-        responses = []
-        for r in results:
-            if isinstance(r, Exception):
-                code = getattr(pb_utils.TritonError, error_code_for(r))
-                responses.append(
-                    pb_utils.InferenceResponse(error=pb_utils.TritonError(str(r), code))
-                )
-                continue
-            padded, lengths = r
-            responses.append(
-                pb_utils.InferenceResponse(
-                    output_tensors=[
-                        self._input_id_tensor(padded),
-                        pb_utils.Tensor("REQUEST_INPUT_LEN", lengths),
-                    ]
-                )
+        return [
+            self._response(request, r, x)
+            for request, r, x in zip(requests, results, extras, strict=True)
+        ]
+
+    def _response(self, request, r, extras: dict):
+        if isinstance(r, Exception):
+            return error_response(pb_utils, r)
+        padded, lengths = r
+        try:
+            more = extra_outputs(
+                self.tok, extras, padded.shape[0], padded, self.s, requested_outputs(request)
             )
-        return responses
+        except Exception as e:  # noqa: BLE001 - this request's error, its batch-mates go on
+            return error_response(pb_utils, e)
+        tensors = [self._input_id_tensor(padded), pb_utils.Tensor("REQUEST_INPUT_LEN", lengths)]
+        tensors += [pb_utils.Tensor(name, value) for name, value in more.items()]
+        return pb_utils.InferenceResponse(output_tensors=tensors)
 
     def _input_id_tensor(self, padded: np.ndarray):
         if self.gpu_outputs:
