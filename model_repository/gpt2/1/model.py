@@ -2,13 +2,15 @@
 
 Inputs (with the batch dimension): input_ids [batch, tokens] (right-padded; ragged across
 requests), input_lengths [batch, 1], request_output_len [batch, 1].
-Outputs: output_ids [batch, 1, new_tokens] (generated tokens only, padded with 50256) and
+Outputs: output_ids [batch, 1, new_tokens] (generated tokens only, padded with the end id) and
 sequence_length [batch, 1].
 
 All rows of all requests in one `execute` run as one left-padded batch with a KV cache, so a
 dynamic batch of N requests costs about max(request_output_len) forward steps, not N times that.
 Rows stop at their own request_output_len or at <|endoftext|> (stop_at_eot). An empty prompt
-starts from <|endoftext|>, as GPT-2's unconditional samples do.
+starts from <|endoftext|>, as GPT-2's unconditional samples do. The optional inputs of
+TensorRT-LLM's engine model (end_id, stop_words_list, bad_words_list, embedding_bias) apply per
+row, so this model can stand in for theirs behind their preprocessing step.
 
 Streaming: the same file serves `gpt2_stream`, whose config is decoupled. There each request (one
 prompt) gets a response every `tokens_per_response` new tokens, as the tokens are made, then a
