@@ -30,7 +30,8 @@ constexpr Table kTable;
 #ifdef GPUTOK_CLASSIFY_AVX2
 __attribute__((target("avx2"))) inline void classify32(const uint8_t* p, uint32_t* letter,
                                                        uint32_t* digit, uint32_t* space,
-                                                       uint32_t* high) {
+                                                       uint32_t* high, uint32_t* blank,
+                                                       uint32_t* quote) {
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   // Signed compares: bytes >= 0x80 are negative and fall out of every ASCII range.
   const __m256i lower = _mm256_or_si256(v, _mm256_set1_epi8(0x20));
@@ -46,6 +47,8 @@ __attribute__((target("avx2"))) inline void classify32(const uint8_t* p, uint32_
   *digit = uint32_t(_mm256_movemask_epi8(is_digit));
   *space = uint32_t(_mm256_movemask_epi8(is_space));
   *high = uint32_t(_mm256_movemask_epi8(v));
+  *blank = uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(' '))));
+  *quote = uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\''))));
 }
 
 __attribute__((target("avx2"))) AsciiMasks classify64_avx2(const uint8_t* p, size_t avail) {
@@ -55,18 +58,19 @@ __attribute__((target("avx2"))) AsciiMasks classify64_avx2(const uint8_t* p, siz
     std::memcpy(pad, p, avail);
     p = pad;
   }
-  uint32_t l0, d0, s0, h0, l1, d1, s1, h1;
-  classify32(p, &l0, &d0, &s0, &h0);
-  classify32(p + 32, &l1, &d1, &s1, &h1);
+  uint32_t l0, d0, s0, h0, b0, q0, l1, d1, s1, h1, b1, q1;
+  classify32(p, &l0, &d0, &s0, &h0, &b0, &q0);
+  classify32(p + 32, &l1, &d1, &s1, &h1, &b1, &q1);
   auto join = [](uint32_t lo, uint32_t hi) { return uint64_t(lo) | (uint64_t(hi) << 32); };
-  return AsciiMasks{join(l0, l1), join(d0, d1), join(s0, s1), join(h0, h1)};
+  return AsciiMasks{join(l0, l1), join(d0, d1), join(s0, s1),
+                    join(h0, h1), join(b0, b1), join(q0, q1)};
 }
 #endif
 
 }  // namespace
 
 AsciiMasks classify64_portable(const uint8_t* p, size_t avail) {
-  AsciiMasks m{0, 0, 0, 0};
+  AsciiMasks m{0, 0, 0, 0, 0, 0};
   const size_t n = avail < 64 ? avail : 64;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t bit = uint64_t(1) << i;
@@ -74,6 +78,8 @@ AsciiMasks classify64_portable(const uint8_t* p, size_t avail) {
       m.nonascii |= bit;
       continue;
     }
+    if (p[i] == ' ') m.blank |= bit;
+    if (p[i] == '\'') m.quote |= bit;
     switch (kTable.cls[p[i]]) {
       case 1:
         m.letter |= bit;

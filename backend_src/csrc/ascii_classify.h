@@ -15,6 +15,8 @@ struct AsciiMasks {
   uint64_t digit;     // [0-9]
   uint64_t space;     // ASCII White_Space: \t \n \v \f \r and ' ' (not U+001C..U+001F)
   uint64_t nonascii;  // bytes >= 0x80 (their class needs the Unicode table)
+  uint64_t blank;     // ' ' (0x20)
+  uint64_t quote;     // '\'' (0x27)
 };
 
 // Masks of p[0, 64); bytes at and past `avail` (< 64 allowed) read as 0 (an "other" byte):

@@ -33,6 +33,8 @@ class PieceScanner {
 
  private:
   void load(size_t pos);
+  void plan();                          // every settled boundary of the loaded window
+  size_t from_plan(size_t pos) const;   // 0 where the plan has no settled piece at pos
   size_t from_masks(size_t pos) const;  // 0 where the masks cannot decide
   UnicodeTableView uni_;
   const uint8_t* text_;
@@ -40,7 +42,9 @@ class PieceScanner {
   bool use_masks_;
   size_t w_ = 0, m_ = 0;  // window start; bytes [w_, w_ + m_) are ASCII and classified
   bool loaded_ = false;
-  uint64_t letter_ = 0, digit_ = 0, space_ = 0, other_ = 0;
+  uint64_t letter_ = 0, digit_ = 0, space_ = 0, other_ = 0, blank_ = 0;
+  // Piece boundaries in the window (bit i: a piece starts at w_ + i, or the text ends there).
+  uint64_t bounds_ = 0;
 };
 
 // Appends every piece of text[0, n) to `out`, offsets relative to `base`.
