@@ -1,6 +1,6 @@
 """`gputok-serve` / `python -m gputok.serve`: run and supervise Triton Inference Server on our
 model repository. `cli` parses options and reads the key, `supervisor` restarts a crashed
-server, `shm` frees the shared memory a dead server leaves; `gputok._triton_env` finds and
+server, `shm` frees the shared memory a dead server leaves; `triton` finds and
 starts the tritonserver that PyPI's nvidia-pytriton==0.7.0 bundles (server 2.51)."""
 
 from gputok.serve.cli import build_parser, default_model_repository, main, needed_packages

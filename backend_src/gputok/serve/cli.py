@@ -2,7 +2,7 @@
 
 Runs the tritonserver binary that PyPI's nvidia-pytriton==0.7.0 bundles (server 2.51), not
 PyTriton's bind API, with the Python-backend stub that matches this Python and an environment
-with numpy<2 (see gputok._triton_env). Binds to 127.0.0.1 unless told otherwise, model control
+with numpy<2 (see gputok.serve.triton). Binds to 127.0.0.1 unless told otherwise, model control
 is off, waits until the server is ready, prints the URLs, restarts it when it crashes
 (gputok.serve.supervisor) and stops it cleanly on Ctrl-C or SIGTERM.
 """
@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from gputok._triton_env import ServeError, ServerOptions, TritonServer, prepare_stub_env
+from gputok.serve.triton import ServeError, ServerOptions, TritonServer, prepare_stub_env
 from gputok.serve.isolate import isolated_repository
 from gputok.serve.supervisor import RestartPolicy, Supervisor
 

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gputok._triton_env import ServeError, TritonServer, stub_processes
+from gputok.serve.triton import ServeError, TritonServer, stub_processes
 
 EXIT_CRASH_LOOP = 4
 EXIT_STUB_DIED = 3  # with max_restarts 0: a dead stub stops the server, as before supervision
