@@ -16,9 +16,9 @@ import sys
 import threading
 from pathlib import Path
 
-from gputok.serve.triton import ServeError, ServerOptions, TritonServer, prepare_stub_env
 from gputok.serve.isolate import isolated_repository
 from gputok.serve.supervisor import RestartPolicy, Supervisor
+from gputok.serve.triton import ServeError, ServerOptions, TritonServer, prepare_stub_env
 
 KEY_ENV = "GPUTOK_API_KEY"
 DEFAULT_RESTRICTED = (
