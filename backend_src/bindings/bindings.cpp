@@ -411,6 +411,87 @@ class Core {
   std::unique_ptr<Tokenizer> tok_;
 };
 
+// The vocabulary and the stages' reference entry points (tests).
+void bind_vocab(py::module_& m) {
+  py::class_<Vocab, std::shared_ptr<Vocab>>(m, "Vocab")
+      .def_static(
+          "from_ranks",
+          [](const py::sequence& tokens, const py::dict& specials) {
+            auto t = to_token_list(tokens);
+            auto s = to_specials(specials);
+            py::gil_scoped_release release;
+            return std::make_shared<Vocab>(Vocab::from_ranks(std::move(t), std::move(s)));
+          },
+          py::arg("tokens"), py::arg("specials"))
+      .def_static(
+          "from_merges",
+          [](const py::sequence& tokens,
+             const std::vector<std::pair<std::string, std::string>>& merges,
+             const py::dict& specials) {
+            auto t = to_token_list(tokens);
+            auto s = to_specials(specials);
+            py::gil_scoped_release release;
+            return std::make_shared<Vocab>(Vocab::from_merges(std::move(t), merges, std::move(s)));
+          },
+          py::arg("tokens"), py::arg("merges"), py::arg("specials"))
+      .def_property_readonly("n_vocab", &Vocab::n_vocab)
+      .def_property_readonly("n_pairs", &Vocab::n_pairs)
+      .def_property_readonly("table_capacity", [](const Vocab& v) { return v.pair_capacity(); })
+      .def("pair",
+           [](const Vocab& v, uint32_t left, uint32_t right) -> py::object {
+             const uint64_t value = pair_lookup(v.pair_view(), left, right);
+             if (value == kEmptyKey) return py::none();
+             return py::make_tuple(pair_merged(value), pair_rank(value));
+           })
+      .def("token_bytes",
+           [](const Vocab& v, int64_t id) {
+             try {
+               return py::bytes(std::string(v.token_bytes(id)));
+             } catch (const std::out_of_range& e) {
+               throw py::value_error(e.what());
+             }
+           })
+      .def("pieces",
+           [](const Vocab&, const py::bytes& text) {
+             // Pretokenization alone, for tests: list of (start, length). The scanner reads
+             // a lead byte's whole sequence, so invalid UTF-8 is refused before it runs.
+             std::string s = text;
+             if (s.size() > UINT32_MAX) throw py::value_error("pieces() takes < 4 GiB");
+             const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+             const size_t bad = utf8_first_invalid(p, s.size());
+             if (bad < s.size()) throw Utf8Error(0, bad, p[bad]);
+             std::vector<Piece> pieces;
+             pretokenize(unicode_table(), reinterpret_cast<const uint8_t*>(s.data()), s.size(),
+                         pieces);
+             py::list out;
+             for (const auto& p : pieces) out.append(py::make_tuple(p.start, p.len));
+             return out;
+           })
+      .def("merge_reference",
+           [](const Vocab& v, const py::bytes& piece) {
+             std::string s = piece;
+             if (s.empty()) throw py::value_error("empty piece");
+             // The reference merge is O(n^2): a bound keeps a test hook from hanging.
+             if (s.size() > 8192) throw py::value_error("merge_reference takes <= 8192 bytes");
+             std::vector<int32_t> out;
+             merge_piece_reference(v.view(), reinterpret_cast<const uint8_t*>(s.data()), s.size(),
+                                   out);
+             return out;
+           })
+      .def("merge", [](const Vocab& v, const py::bytes& piece) {
+        std::string s = piece;
+        if (s.empty()) throw py::value_error("empty piece");
+        if (s.size() > INT32_MAX) throw py::value_error("a piece must be < 2 GiB");  // int32 links
+        std::vector<int32_t> out;
+        MergeScratch scratch;
+        {
+          py::gil_scoped_release release;
+          merge_piece(v.view(), reinterpret_cast<const uint8_t*>(s.data()), s.size(), out, scratch);
+        }
+        return out;
+      });
+}
+
 void bind_core(py::module_& m) {
   using Bytes = std::optional<int64_t>;
   py::class_<Core>(m, "Core")
@@ -539,83 +620,7 @@ PYBIND11_MODULE(_core, m) {
     return py::make_tuple(ok, why);
   });
 
-  py::class_<Vocab, std::shared_ptr<Vocab>>(m, "Vocab")
-      .def_static(
-          "from_ranks",
-          [](const py::sequence& tokens, const py::dict& specials) {
-            auto t = to_token_list(tokens);
-            auto s = to_specials(specials);
-            py::gil_scoped_release release;
-            return std::make_shared<Vocab>(Vocab::from_ranks(std::move(t), std::move(s)));
-          },
-          py::arg("tokens"), py::arg("specials"))
-      .def_static(
-          "from_merges",
-          [](const py::sequence& tokens,
-             const std::vector<std::pair<std::string, std::string>>& merges,
-             const py::dict& specials) {
-            auto t = to_token_list(tokens);
-            auto s = to_specials(specials);
-            py::gil_scoped_release release;
-            return std::make_shared<Vocab>(Vocab::from_merges(std::move(t), merges, std::move(s)));
-          },
-          py::arg("tokens"), py::arg("merges"), py::arg("specials"))
-      .def_property_readonly("n_vocab", &Vocab::n_vocab)
-      .def_property_readonly("n_pairs", &Vocab::n_pairs)
-      .def_property_readonly("table_capacity", [](const Vocab& v) { return v.pair_capacity(); })
-      .def("pair",
-           [](const Vocab& v, uint32_t left, uint32_t right) -> py::object {
-             const uint64_t value = pair_lookup(v.pair_view(), left, right);
-             if (value == kEmptyKey) return py::none();
-             return py::make_tuple(pair_merged(value), pair_rank(value));
-           })
-      .def("token_bytes",
-           [](const Vocab& v, int64_t id) {
-             try {
-               return py::bytes(std::string(v.token_bytes(id)));
-             } catch (const std::out_of_range& e) {
-               throw py::value_error(e.what());
-             }
-           })
-      .def("pieces",
-           [](const Vocab&, const py::bytes& text) {
-             // Pretokenization alone, for tests: list of (start, length). The scanner reads
-             // a lead byte's whole sequence, so invalid UTF-8 is refused before it runs.
-             std::string s = text;
-             if (s.size() > UINT32_MAX) throw py::value_error("pieces() takes < 4 GiB");
-             const auto* p = reinterpret_cast<const uint8_t*>(s.data());
-             const size_t bad = utf8_first_invalid(p, s.size());
-             if (bad < s.size()) throw Utf8Error(0, bad, p[bad]);
-             std::vector<Piece> pieces;
-             pretokenize(unicode_table(), reinterpret_cast<const uint8_t*>(s.data()), s.size(),
-                         pieces);
-             py::list out;
-             for (const auto& p : pieces) out.append(py::make_tuple(p.start, p.len));
-             return out;
-           })
-      .def("merge_reference",
-           [](const Vocab& v, const py::bytes& piece) {
-             std::string s = piece;
-             if (s.empty()) throw py::value_error("empty piece");
-             // The reference merge is O(n^2): a bound keeps a test hook from hanging.
-             if (s.size() > 8192) throw py::value_error("merge_reference takes <= 8192 bytes");
-             std::vector<int32_t> out;
-             merge_piece_reference(v.view(), reinterpret_cast<const uint8_t*>(s.data()), s.size(),
-                                   out);
-             return out;
-           })
-      .def("merge", [](const Vocab& v, const py::bytes& piece) {
-        std::string s = piece;
-        if (s.empty()) throw py::value_error("empty piece");
-        if (s.size() > INT32_MAX) throw py::value_error("a piece must be < 2 GiB");  // int32 links
-        std::vector<int32_t> out;
-        MergeScratch scratch;
-        {
-          py::gil_scoped_release release;
-          merge_piece(v.view(), reinterpret_cast<const uint8_t*>(s.data()), s.size(), out, scratch);
-        }
-        return out;
-      });
+  bind_vocab(m);
 
   m.def("char_class", [](uint32_t cp) {
     if (cp > kMaxCodepoint) throw py::value_error("code point out of range");
