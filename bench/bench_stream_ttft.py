@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -130,6 +131,7 @@ def main() -> int:
     ap.add_argument("--stream-max-tokens", type=int, default=16)
     ap.add_argument("--requests", type=int, default=100, help="per measurement window")
     ap.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    ap.add_argument("--keep", type=Path, default=None, help="copy perf_analyzer's exports here")
     args = ap.parse_args()
 
     prompts = prompts_of(args.prompt_tokens, 16)
@@ -159,6 +161,10 @@ def main() -> int:
             cmd_stream = run_pa(url, "ensemble_stream", many, work / "e2.json", args.requests, True)
             base = summary(first_response_ms(work / "e1.json"))
             ttft = summary(first_response_ms(work / "e2.json"))
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                for name in ("e1.json", "e2.json", "tritonserver.log"):
+                    shutil.copy2(work / name, args.keep / name)
         finally:
             server.stop()
     result = {
