@@ -78,6 +78,8 @@ def run(name: str, one: Callable[[random.Random, int], None], args: argparse.Nam
             )
             return 1
         done += 1
+        if args.budget >= 10_000 and done % (args.budget // 10) == 0:  # progress of long runs
+            print(f"{name}: {done} inputs, {time.perf_counter() - start:.0f} s", file=sys.stderr)
     took = time.perf_counter() - start
     print(f"{name}: {done} inputs, {took:.1f} s, seed {args.seed}, {where} build, 0 findings")
     return 0
