@@ -100,7 +100,7 @@ def summary(ms: list[float]) -> dict:
 
 
 def serve(repo: Path, tiny: bool, workdir: Path):
-    from gputok._triton_env import (
+    from gputok.serve.triton import (
         ServerOptions,
         TritonServer,
         copy_models,

@@ -151,7 +151,7 @@ def _ensemble_config(name: str, max_batch: int) -> str:
 def add_test_models(repo: Path) -> None:
     """Add the TensorRT-LLM-form ensemble and a 3-tokens-per-step streaming ensemble to `repo`
     (whose gpt2 and gpt2_stream are already tiny)."""
-    from gputok._triton_env import set_config_parameter
+    from gputok.serve.triton import set_config_parameter
 
     _copy(repo, "tokenizer", "preprocessing")
     _copy(repo, "detokenizer", "postprocessing")
