@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One GPU tokenizer shared by several threads (a corpus worker's shards, a server's
 requests): GB/s of text with 1..T threads calling ``encode_buffer_uint16`` on batches of
---batch-mb, for each count of encode slots (``GPUTOK_GPU_ENCODE_SLOTS``: how many calls run
+--batch-mb, for each count of encode slots (``GpuTuning.encode_slots``: how many calls run
 at once; 1 is one call at a time). In the same run: gigatoken's ``encode_batch`` and
 tiktoken's ``encode_ordinary_batch`` on all host cores over the same batches, and every
 output is checked against tiktoken's ids before any timing.
@@ -184,7 +184,7 @@ def host_copy_rates() -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default="1,2,4,8", help="caller thread counts (comma list)")
-    ap.add_argument("--slots", default="1,4", help="GPUTOK_GPU_ENCODE_SLOTS values (1-4)")
+    ap.add_argument("--slots", default="1,4", help="GpuTuning.encode_slots values (1-4)")
     ap.add_argument("--batch-mb", type=float, default=4.0, help="MB of text per call")
     ap.add_argument("--total-mb", type=float, default=256.0, help="MB of distinct batches")
     ap.add_argument("--rounds", type=int, default=2, help="passes over the batches per timing")
@@ -236,8 +236,10 @@ def main() -> int:
     except Exception as e:  # noqa: BLE001 - a missing reference is reported, not fatal
         print(f"gigatoken unavailable: {e}", flush=True)
     for slots in [int(s) for s in args.slots.split(",")]:
-        os.environ["GPUTOK_GPU_ENCODE_SLOTS"] = str(slots)  # read when a tokenizer is made
-        tok = gputok.gpt2(device="cuda", blocking_sync=True)  # as corpus workers make it
+        tuning = gputok.GpuTuning()
+        tuning.encode_slots = slots
+        # blocking_sync: as corpus workers make it
+        tok = gputok.gpt2(device="cuda", blocking_sync=True, gpu_tuning=tuning)
         run_threads(tok, batches, want, 4, 1)  # warm: every slot's buffers at full size
         for threads in args.threads_list:
             secs = best(lambda t=threads, g=tok: run_threads(g, batches, want, t, args.rounds))
@@ -257,7 +259,7 @@ def main() -> int:
 
         digests = [hashlib.sha256(w.tobytes()).hexdigest() for w in want]  # once for all P
     for procs in procs_list:
-        os.environ["GPUTOK_GPU_ENCODE_SLOTS"] = "4"  # the default; the children inherit it
+        # the children's tokenizers have the default 4 encode slots
         rows.append(
             {
                 "contender": "gputok encode_buffer_uint16",

@@ -1,25 +1,23 @@
 #!/usr/bin/env python3
-"""Ablations of the GPU path on the bench corpus (one process per setting, since the
-settings are read from the environment when an encoder is built):
+"""Ablations of the GPU path on the bench corpus (one process per setting; each sets
+gputok.GpuTuning fields, which an encoder reads when it is built):
 
     python bench/gpu_ablation.py [--mb 64]   -> one line per setting: e2e and kernel MB/s
 
-Settings: default; GPUTOK_GPU_NO_CACHE=1 (no whole-piece cache); GPUTOK_GPU_NO_SPLIT=1 (cache
-hits and the merge loop in one kernel); GPUTOK_GPU_WARP_MIN (misses longer than this go to a
-warp); GPUTOK_GPU_NO_DIRECT=1 (ids copied back after a sync instead of written to mapped
-pinned memory by the kernel); GPUTOK_GPU_SINGLE_RANK=1 (long pieces without the
-multi-rank pass); GPUTOK_GPU_FUSED_MAX (chunks up to this many bytes run as one cooperative
-launch; 0: never); GPUTOK_GPU_MEMO_SLOTS (slots of the per-call miss memo; 0: none);
-gpu_pretokenize=False (pieces found on the CPU); one sequence. Each prints
-the median of 5 timed calls after 2 warm-ups (58 for calls under 1 MB), and the per-stage
-profile (GPUTOK_GPU_PROFILE=1) of the last call. --only REGEX runs a subset.
+Settings: default; piece_cache False (no whole-piece cache); split_misses False (cache hits
+and the merge loop in one kernel); warp_min (misses longer than this go to a warp);
+direct_output False (ids copied back after a sync instead of written to mapped pinned memory
+by the kernel); multi_rank False (long pieces without the multi-rank pass); fused_max_bytes
+(chunks up to this many bytes run as one cooperative launch; 0: never); memo_slots (slots of
+the per-call miss memo; 0: none); gpu_pretokenize=False (pieces found on the CPU); one
+sequence. Each prints the median of 5 timed calls after 2 warm-ups (58 for calls under 1 MB),
+and the per-stage profile (GpuTuning.profile) of the last call. --only REGEX runs a subset.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -32,7 +30,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 
-def child(mb: float, gpu_pretok: bool, seq: bool) -> None:
+def child(mb: float, gpu_pretok: bool, seq: bool, tuning_json: str) -> None:
     sys.path.insert(0, str(REPO / "tests"))
     import gputok
     from corpus_fixture import load_corpus
@@ -46,7 +44,10 @@ def child(mb: float, gpu_pretok: bool, seq: bool) -> None:
             break
     if seq:
         sel = ["".join(sel)]
-    tok = gputok.gpt2(device="cuda", gpu_pretokenize=gpu_pretok)
+    tuning = gputok.GpuTuning()
+    for name, value in {"profile": True, **json.loads(tuning_json)}.items():
+        setattr(tuning, name, value)
+    tok = gputok.gpt2(device="cuda", gpu_pretokenize=gpu_pretok, gpu_tuning=tuning)
     e2e, ker = [], []
     runs = 7 if mb >= 1 else 60  # sub-millisecond calls: more samples for a stable median
     for i in range(runs):
@@ -82,69 +83,70 @@ def main() -> None:
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--cpu-pretok", action="store_true")
     ap.add_argument("--seq", action="store_true")
+    ap.add_argument("--tuning", default="{}", help="GpuTuning fields as JSON (children)")
     ap.add_argument("--only", default=None, help="run the settings whose name matches this regex")
     a = ap.parse_args()
     if a.child:
-        child(a.mb, not a.cpu_pretok, a.seq)
+        child(a.mb, not a.cpu_pretok, a.seq, a.tuning)
         return
     seq16k, seq300k = ["--seq", "--mb", "0.07"], ["--seq", "--mb", "0.3"]
-    NOFUSE = {"GPUTOK_GPU_FUSED_MAX": "0"}  # mid-size chunks on the multi-kernel pipeline
+    NOFUSE = {"fused_max_bytes": 0}  # mid-size chunks on the multi-kernel pipeline
     settings = [
         ("default", {}, []),
-        ("no whole-piece cache", {"GPUTOK_GPU_NO_CACHE": "1"}, []),
-        ("one short-piece kernel (no miss list)", {"GPUTOK_GPU_NO_SPLIT": "1"}, []),
-        ("no miss memo", {"GPUTOK_GPU_MEMO_SLOTS": "0"}, []),
-        ("miss memo of 64K slots", {"GPUTOK_GPU_MEMO_SLOTS": "65536"}, []),
-        ("miss memo of 4M slots", {"GPUTOK_GPU_MEMO_SLOTS": "4194304"}, []),
-        ("single-rank passes only", {"GPUTOK_GPU_SINGLE_RANK": "1"}, []),
-        ("warp_min 32 (only pieces over 32 bytes to a warp)", {"GPUTOK_GPU_WARP_MIN": "32"}, []),
-        ("warp_min 12", {"GPUTOK_GPU_WARP_MIN": "12"}, []),
-        ("warp_min 8", {"GPUTOK_GPU_WARP_MIN": "8"}, []),
-        ("CUDA graph", {"GPUTOK_GPU_GRAPH": "1"}, []),
+        ("no whole-piece cache", {"piece_cache": False}, []),
+        ("one short-piece kernel (no miss list)", {"split_misses": False}, []),
+        ("no miss memo", {"memo_slots": 0}, []),
+        ("miss memo of 64K slots", {"memo_slots": 65536}, []),
+        ("miss memo of 4M slots", {"memo_slots": 4194304}, []),
+        ("single-rank passes only", {"multi_rank": False}, []),
+        ("warp_min 32 (only pieces over 32 bytes to a warp)", {"warp_min": 32}, []),
+        ("warp_min 12", {"warp_min": 12}, []),
+        ("warp_min 8", {"warp_min": 8}, []),
+        ("CUDA graph", {"graph": True}, []),
         ("one sequence of ~16K tokens", {}, seq16k),
         (
             "one sequence of ~16K tokens, ids copied back after a sync",
-            {"GPUTOK_GPU_NO_DIRECT": "1"},
+            {"direct_output": False},
             seq16k,
         ),
-        ("one sequence of ~16K tokens, CUDA graph", {"GPUTOK_GPU_GRAPH": "1"}, seq16k),
-        ("one sequence of ~16K tokens, warp_min 32", {"GPUTOK_GPU_WARP_MIN_SMALL": "32"}, seq16k),
-        ("one sequence of ~16K tokens, warp_min 16", {"GPUTOK_GPU_WARP_MIN_SMALL": "16"}, seq16k),
-        ("one sequence of ~16K tokens, warp_min 12", {"GPUTOK_GPU_WARP_MIN_SMALL": "12"}, seq16k),
-        ("one sequence of ~16K tokens, warp_min 6", {"GPUTOK_GPU_WARP_MIN_SMALL": "6"}, seq16k),
-        ("one sequence of ~16K tokens, single-rank", {"GPUTOK_GPU_SINGLE_RANK": "1"}, seq16k),
+        ("one sequence of ~16K tokens, CUDA graph", {"graph": True}, seq16k),
+        ("one sequence of ~16K tokens, warp_min 32", {"warp_min_small": 32}, seq16k),
+        ("one sequence of ~16K tokens, warp_min 16", {"warp_min_small": 16}, seq16k),
+        ("one sequence of ~16K tokens, warp_min 12", {"warp_min_small": 12}, seq16k),
+        ("one sequence of ~16K tokens, warp_min 6", {"warp_min_small": 6}, seq16k),
+        ("one sequence of ~16K tokens, single-rank", {"multi_rank": False}, seq16k),
         ("one sequence of ~300 KB", {}, seq300k),
         (
             "one sequence of ~300 KB, ids copied back after a sync",
-            {"GPUTOK_GPU_NO_DIRECT": "1"},
+            {"direct_output": False},
             seq300k,
         ),
-        ("one sequence of ~300 KB, CUDA graph", {"GPUTOK_GPU_GRAPH": "1"}, seq300k),
-        ("one sequence of ~300 KB, warp_min 16", {"GPUTOK_GPU_WARP_MIN_SMALL": "16"}, seq300k),
+        ("one sequence of ~300 KB, CUDA graph", {"graph": True}, seq300k),
+        ("one sequence of ~300 KB, warp_min 16", {"warp_min_small": 16}, seq300k),
         ("one sequence of ~4K tokens", {}, ["--seq", "--mb", "0.009"]),
         ("one sequence of ~4K tokens, fused off", NOFUSE, ["--seq", "--mb", "0.009"]),
         ("one sequence of ~16K tokens, fused off", NOFUSE, seq16k),
         (
             "one sequence of ~16K tokens, pair table as on the CPU",
-            {"GPUTOK_GPU_PAIR_SPARSER": "0"},
+            {"pair_sparser": 0},
             seq16k,
         ),
         (
             "one sequence of ~16K tokens, pair table 8x slots",
-            {"GPUTOK_GPU_PAIR_SPARSER": "3"},
+            {"pair_sparser": 3},
             seq16k,
         ),
-        ("pair table as on the CPU (4 MiB, 41% load)", {"GPUTOK_GPU_PAIR_SPARSER": "0"}, []),
-        ("pair table 2x slots", {"GPUTOK_GPU_PAIR_SPARSER": "1"}, []),
-        ("pair table 8x slots", {"GPUTOK_GPU_PAIR_SPARSER": "3"}, []),
+        ("pair table as on the CPU (4 MiB, 41% load)", {"pair_sparser": 0}, []),
+        ("pair table 2x slots", {"pair_sparser": 1}, []),
+        ("pair table 8x slots", {"pair_sparser": 3}, []),
         (
             "one sequence of ~16K tokens, 132 fused blocks",
-            {"GPUTOK_GPU_COOP_BLOCKS": "132"},
+            {"coop_blocks": 132},
             seq16k,
         ),
-        ("one sequence of ~16K tokens, 66 fused blocks", {"GPUTOK_GPU_COOP_BLOCKS": "66"}, seq16k),
+        ("one sequence of ~16K tokens, 66 fused blocks", {"coop_blocks": 66}, seq16k),
         ("one sequence of ~300 KB, fused off", NOFUSE, seq300k),
-        ("one sequence of ~300 KB, fused", {"GPUTOK_GPU_FUSED_MAX": "1048576"}, seq300k),
+        ("one sequence of ~300 KB, fused", {"fused_max_bytes": 1048576}, seq300k),
         ("one sequence of ~150 KB", {}, ["--seq", "--mb", "0.15"]),
         ("one sequence of ~150 KB, fused off", NOFUSE, ["--seq", "--mb", "0.15"]),
         ("one sequence of 1 MB", {}, ["--seq", "--mb", "1.0"]),
@@ -153,22 +155,21 @@ def main() -> None:
         ("batch of 1 MB, fused off", NOFUSE, ["--mb", "1.0"]),
         (
             "one sequence of 2 MB, fused up to 4 MB",
-            {"GPUTOK_GPU_FUSED_MAX": "4194304"},
+            {"fused_max_bytes": 4194304},
             ["--seq", "--mb", "2"],
         ),
         ("batch of 4 MB", {}, ["--mb", "4.0"]),
-        ("batch of 4 MB, fused up to 4 MB", {"GPUTOK_GPU_FUSED_MAX": "4194304"}, ["--mb", "4.0"]),
+        ("batch of 4 MB, fused up to 4 MB", {"fused_max_bytes": 4194304}, ["--mb", "4.0"]),
         ("CPU pretokenization", {}, ["--cpu-pretok"]),
         ("one sequence of 2 MB", {}, ["--seq", "--mb", "2"]),
         ("one sequence of 2 MB, CPU pretok", {}, ["--seq", "--mb", "2", "--cpu-pretok"]),
     ]
-    for name, env, extra in settings:
+    for name, fields, extra in settings:
         if a.only and not re.search(a.only, name):
             continue
-        e = dict(os.environ, GPUTOK_GPU_PROFILE="1", **env)
         r = subprocess.run(
-            [sys.executable, __file__, "--child", "--mb", str(a.mb), *extra],
-            env=e,
+            [sys.executable, __file__, "--child", "--mb", str(a.mb), "--tuning", json.dumps(fields)]
+            + extra,
             capture_output=True,
             text=True,
         )

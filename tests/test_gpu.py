@@ -8,12 +8,11 @@ and asserts non-empty reference output.
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import sys
 from pathlib import Path
-from unittest import mock
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -298,10 +297,12 @@ def test_long_pieces_per_word(gpus, cpu, tt):
     assert_same(texts, cpu.encode_ordinary_batch(texts), want, "long pieces cpu")
 
 
-def _gpu_with_env(**env):
-    """A per_word GPU tokenizer built with GPUTOK_GPU_* switches (read at construction)."""
-    with mock.patch.dict(os.environ, env):
-        return gputok.gpt2(device="cuda")
+def _gpu_with(**fields):
+    """A per_word GPU tokenizer built with these GpuTuning fields (read at construction)."""
+    tuning = gputok.GpuTuning()
+    for name, value in fields.items():
+        setattr(tuning, name, value)
+    return gputok.gpt2(device="cuda", gpu_tuning=tuning)
 
 
 def _mid_size_inputs(corpus):
@@ -321,10 +322,10 @@ def _mid_size_inputs(corpus):
 
 def test_fused_cooperative_path_matches_tiktoken(corpus, tt):
     """Mid-size chunks (4 KB < n <= 1 MB) run as one cooperative launch; the same inputs
-    with the fused path off (GPUTOK_GPU_FUSED_MAX=0) take the multi-kernel pipeline. Both
+    with the fused path off (GpuTuning.fused_max_bytes 0) take the multi-kernel pipeline. Both
     must give tiktoken's ids, and the fused path must really be one launch per call."""
     fused = gputok.gpt2(device="cuda")
-    multi = _gpu_with_env(GPUTOK_GPU_FUSED_MAX="0")
+    multi = _gpu_with(fused_max_bytes=0)
     texts = _mid_size_inputs(corpus)
     want = tt.encode_ordinary_batch(texts, num_threads=8)
     assert all(want)
@@ -372,10 +373,10 @@ def test_miss_memo_matches_tiktoken(tt):
     launches = {}
     for label, env in (
         ("default", {}),
-        ("one slot", {"GPUTOK_GPU_MEMO_SLOTS": "1"}),
-        ("no memo", {"GPUTOK_GPU_MEMO_SLOTS": "0"}),
+        ("one slot", {"memo_slots": 1}),
+        ("no memo", {"memo_slots": 0}),
     ):
-        g = _gpu_with_env(**env)
+        g = _gpu_with(**env)
         assert_same(texts, g.encode_ordinary_batch(texts), want, f"memo {label}")
         joined = "\n".join(texts)
         assert g.encode_ordinary(joined) == tt.encode_ordinary(joined), f"memo {label}, one string"
@@ -431,10 +432,10 @@ def test_concurrent_calls_share_one_gpu_tokenizer(corpus, tt, blocking_sync):
     assert_same(texts, got, want, "concurrent")
 
 
-def test_concurrent_calls_run_on_slots_of_their_own(corpus, tt, monkeypatch):
+def test_concurrent_calls_run_on_slots_of_their_own(corpus, tt):
     """Concurrent calls of one GPU tokenizer each take a slot (stream, pinned buffers, device
     pool) of their own: a second slot's pool appears once two calls overlap, while one caller
-    at a time never uses more than the first. GPUTOK_GPU_ENCODE_SLOTS=1 (the ablation) keeps
+    at a time never uses more than the first. GpuTuning.encode_slots 1 (the ablation) keeps
     one slot, and both give tiktoken's ids."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -466,8 +467,7 @@ def test_concurrent_calls_run_on_slots_of_their_own(corpus, tt, monkeypatch):
         return g.gpu_counters()["device_bytes"] / single
 
     assert run(gputok.gpt2(device="cuda")) > 1.5  # a second pool of about the same size
-    monkeypatch.setenv("GPUTOK_GPU_ENCODE_SLOTS", "1")
-    assert run(gputok.gpt2(device="cuda")) == 1
+    assert run(_gpu_with(encode_slots=1)) == 1
 
 
 def test_whitespace_runs_where_tiktoken_fails(gpus, cpu):
@@ -515,6 +515,38 @@ def test_no_allocation_in_steady_state(corpus):
     assert after["device_allocs"] == before["device_allocs"]
     assert after["pinned_allocs"] == before["pinned_allocs"]
     assert after["launches"] > before["launches"]
+
+
+def test_regression_large_call_in_many_chunks(corpus, cpu, tt):
+    """A large call cut into many chunks with up to 3 in flight (GpuTuning.chunk_bytes and
+    .lanes, or a pool limit that shrinks the chunks), as documents, as one str that spans
+    every chunk, and packed as uint16 with a separator: every id and offset equals the CPU
+    path's, and the pool stays under its limit. Before chunks were pipelined, a second chunk
+    moved the first one's ids; this pins the stitching of chunk after chunk."""
+    docs = list(corpus)
+    joined = "".join(docs)
+    assert len(joined.encode()) > 3_000_000
+    want = cpu.encode_batch_flat(docs, disallowed_special=())
+    want_one = cpu.encode_batch_flat([joined], disallowed_special=())
+    want16 = cpu.encode_batch_uint16(docs, separator=50256, disallowed_special=())
+    assert len(want[0]) and len(want_one[0])
+    rows = tt.encode_ordinary_batch(docs[:50], num_threads=8)
+    assert want[0][: want[1][50]].tolist() == [t for r in rows for t in r]
+    limited = gputok.gpt2(device="cuda", pool_limit_bytes=48 << 20)  # 1 MiB chunks, 2 lanes
+    for label, g in (
+        ("4 KiB x 2", _gpu_with(chunk_bytes=4096, lanes=2)),
+        ("64 KiB x 3", _gpu_with(chunk_bytes=65536, lanes=3)),
+        ("1 MiB x 1", _gpu_with(chunk_bytes=1 << 20, lanes=1)),
+        ("pool limit 48 MiB", limited),
+    ):
+        for got, ref, what in (
+            (g.encode_batch_flat(docs, disallowed_special=()), want, "docs"),
+            (g.encode_batch_flat([joined], disallowed_special=()), want_one, "one str"),
+            (g.encode_batch_uint16(docs, separator=50256, disallowed_special=()), want16, "u16"),
+        ):
+            assert np.array_equal(got[0], ref[0]), f"{label}, {what}: ids"
+            assert np.array_equal(got[1], ref[1]), f"{label}, {what}: offsets"
+    assert 0 < limited.gpu_counters()["device_bytes"] <= 48 << 20
 
 
 def test_oom_is_clear_and_recoverable(corpus, tt):

@@ -581,15 +581,16 @@ def test_gpu_decodes_run_beside_each_other_and_the_tokenizer(ref):
 @pytest.mark.skipif(not _ok, reason=_why)
 @pytest.mark.parametrize("decode", ["tagwise", "global", "windowed"])
 @pytest.mark.parametrize("segment", ["256", "4096"])
-def test_gpu_decode_ablations_are_exact(monkeypatch, tmp_path, decode, segment):
-    """The ablation switches (GPUTOK_SNAPPY_DECODE, GPUTOK_SNAPPY_SEGMENT; read when a GPU
+def test_gpu_decode_ablations_are_exact(tmp_path, decode, segment):
+    """The ablation switches (GpuTuning.snappy_decode, .snappy_segment_bytes; read when a GPU
     tokenizer is made) change how the GPU decodes, never what: every tag kind, a sequential
     stream, and pyarrow's own pages."""
     import gputok
 
-    monkeypatch.setenv("GPUTOK_SNAPPY_DECODE", decode)
-    monkeypatch.setenv("GPUTOK_SNAPPY_SEGMENT", segment)
-    dec = gputok.gpt2(device="cuda")._core.parquet_decode
+    tuning = gputok.GpuTuning()
+    tuning.snappy_decode = decode
+    tuning.snappy_segment_bytes = int(segment)
+    dec = gputok.gpt2(device="cuda", gpu_tuning=tuning)._core.parquet_decode
     for seed, n in ((1, 200_000), (2, 70_000), (3, 131_072)):
         raw, body = _snappy_tags(n, random.Random(seed))
         assert _one_value(dec, _one_value_page(raw, body)) == raw[4:]

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../csrc/ascii_classify.h"
+#include "../csrc/chunk_pipeline.h"
 #include "../csrc/decode.h"
 #include "../csrc/encoder.h"
 #include "../csrc/gpu_encoder.h"
@@ -236,9 +237,11 @@ class Core {
  public:
   Core(std::shared_ptr<const Vocab> vocab, const std::string& device, const std::string& algorithm,
        int device_id, size_t pool_limit, bool gpu_pretokenize, bool blocking_sync, int copy_threads,
-       std::optional<int64_t> cpu_below_bytes, std::optional<int64_t> bytes_per_row)
+       std::optional<int64_t> cpu_below_bytes, std::optional<int64_t> bytes_per_row,
+       const GpuTuning& tuning)
       : ints_(vocab->n_vocab()) {
     TokenizerOptions o;
+    o.gpu_tuning = tuning;
     o.device = device;
     o.algorithm = algorithm;
     o.gpu.device_id = device_id;
@@ -492,15 +495,67 @@ void bind_vocab(py::module_& m) {
       });
 }
 
+// GpuTuning (gpu_encoder.h): the GPU path's tuning and ablation switches, set explicitly; and
+// the GPU path's chunk pipeline run with the CPU encoding each chunk (chunk_pipeline.h), so
+// tests show a wrong split or stitch on a machine with no GPU.
+void bind_gpu_tuning(py::module_& m) {
+  py::class_<GpuTuning>(m, "GpuTuning")
+      .def(py::init<>())
+      .def_readwrite("profile", &GpuTuning::profile)
+      .def_readwrite("piece_cache", &GpuTuning::piece_cache)
+      .def_readwrite("split_misses", &GpuTuning::split_misses)
+      .def_readwrite("multi_rank", &GpuTuning::multi_rank)
+      .def_readwrite("graph", &GpuTuning::graph)
+      .def_readwrite("direct_output", &GpuTuning::direct_output)
+      .def_readwrite("warp_min", &GpuTuning::warp_min)
+      .def_readwrite("warp_min_small", &GpuTuning::warp_min_small)
+      .def_readwrite("memo_slots", &GpuTuning::memo_slots)
+      .def_readwrite("fused_max_bytes", &GpuTuning::fused_max_bytes)
+      .def_readwrite("coop_blocks", &GpuTuning::coop_blocks)
+      .def_readwrite("pair_sparser", &GpuTuning::pair_sparser)
+      .def_readwrite("encode_slots", &GpuTuning::encode_slots)
+      .def_readwrite("chunk_bytes", &GpuTuning::chunk_bytes)
+      .def_readwrite("lanes", &GpuTuning::lanes)
+      .def_readwrite("huge_pages", &GpuTuning::huge_pages)
+      .def_readwrite("snappy_segment_bytes", &GpuTuning::snappy_segment_bytes)
+      .def_readwrite("snappy_decode", &GpuTuning::snappy_decode);
+  m.def(
+      "encode_chunked_cpu",
+      [](std::shared_ptr<const Vocab> vocab, const py::sequence& texts, size_t chunk_bytes,
+         size_t lanes) {
+        const Texts t = to_texts(texts);
+        std::vector<std::string_view> segments;
+        for (const TextInput& in : t.inputs) segments.push_back(in.bytes);
+        IdVector ids;
+        std::vector<int64_t> ends{0};
+        GpuOutput out;
+        out.ids32 = &ids;
+        {
+          py::gil_scoped_release release;
+          const Encoder encoder(std::move(vocab));
+          encode_chunked_cpu(encoder, segments, chunk_bytes, lanes, out, ends);
+        }
+        return py::make_tuple(to_numpy(std::move(ids)), to_numpy(std::move(ends)));
+      },
+      py::arg("vocab"), py::arg("texts"), py::arg("chunk_bytes"), py::arg("lanes"));
+}
+
 void bind_core(py::module_& m) {
+  bind_gpu_tuning(m);
   using Bytes = std::optional<int64_t>;
   py::class_<Core>(m, "Core")
       .def(py::init<std::shared_ptr<const Vocab>, const std::string&, const std::string&, int,
-                    size_t, bool, bool, int, Bytes, Bytes>(),
+                    size_t, bool, bool, int, Bytes, Bytes, const GpuTuning&>(),
            py::arg("vocab"), py::arg("device") = "cpu", py::arg("algorithm") = "per_word",
            py::arg("device_id") = 0, py::arg("pool_limit") = 0, py::arg("gpu_pretokenize") = true,
            py::arg("blocking_sync") = false, py::arg("copy_threads") = 0,
-           py::arg("cpu_below_bytes") = py::none(), py::arg("bytes_per_row") = py::none())
+           py::arg("cpu_below_bytes") = py::none(), py::arg("bytes_per_row") = py::none(),
+           py::arg("tuning") = GpuTuning())
+      .def_property_readonly("gpu_tuning",
+                             [](const Core& c) {
+                               const GpuEncoder* g = c.tok().gpu();
+                               return g ? py::cast(g->tuning()) : py::none();
+                             })
       .def("encode_flat", &Core::encode_flat, py::arg("texts"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"))
       .def("encode_flat_buffer", &Core::encode_flat_buffer, py::arg("data"), py::arg("offsets"),

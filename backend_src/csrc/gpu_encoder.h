@@ -102,15 +102,53 @@ struct GpuOptions {
   // 2026-11-23, H200 host, docs/benchmarks.md).
   bool blocking_sync = false;
   // Host threads that copy a large batch into and out of pinned memory (staging, copy-out);
-  // 0: min(hardware threads, 8); 1: the calling thread alone. On a host whose cores are all
-  // busy (corpus workers, 4 per GPU) 1 and 8 measured the same within run-to-run noise
-  // (2.15 vs 2.05-2.21 GB/s, H200 host, 2026-11-23); GPUTOK_GPU_COPY_THREADS overrides it.
+  // 0: min(hardware threads, 16), of which copies under 16 MB use at most 8; 1: the calling
+  // thread alone. On a host whose cores are all busy (corpus workers, 4 per GPU) 1 and 8
+  // measured the same within run-to-run noise (2.15 vs 2.05-2.21 GB/s, H200 host,
+  // 2026-11-23); a lone 1 GB call ran at 4.1-4.8 GB/s with 8 and 5.0-5.8 with 16 (H100 host,
+  // 2026-11-25).
   int copy_threads = 0;
+};
+
+// The GPU path's tuning and ablation switches, in one place: benchmarks and ablation scripts
+// set them explicitly (bench/gpu_ablation.py); the defaults are the measured best. Nothing is
+// read from the environment. Values out of range are clamped where they are used.
+struct GpuTuning {
+  bool profile = false;       // each chunk's stage times (and each call's), on stderr
+  bool piece_cache = true;    // false: no whole-piece cache (every piece runs the merge loop)
+  bool split_misses = true;   // false: cache hits and the merge loop in one kernel
+  bool multi_rank = true;     // false: long pieces without the multi-rank pass
+  bool graph = false;         // experiment: a multi-kernel chunk's launches as one CUDA graph
+  bool direct_output = true;  // false: ids always copied back after a sync
+  int warp_min = 16;          // pieces longer than this go to a warp (large chunks)
+  int warp_min_small = 8;     // ... in chunks of at most 1 MiB
+  int64_t memo_slots = -1;    // slots of the per-chunk miss memo; 0: none; -1: by chunk size
+  uint32_t fused_max_bytes = uint32_t(128) << 10;  // one cooperative launch up to this; 0: never
+  int coop_blocks = 0;      // cap on the fused kernel's blocks; 0: one per SM
+  int pair_sparser = 2;     // device pair table: 2^this times the CPU table's slots (0-4)
+  size_t encode_slots = 4;  // calls that run at once (1-8)
+  // Large calls: chunks of at most chunk_bytes of text, `lanes` of them in flight (staging,
+  // upload, kernels, download and copy-out of different chunks overlap); 1 lane: one chunk
+  // at a time. The pool limit shrinks the chunks so that every lane fits under it. H100,
+  // 2026-11-25, 16 copy threads, huge pages, GB/s at 64 MB / 256 MB / 1 GB of docs: 8 MiB x 2
+  // lanes 4.8 / 3.6 / 3.8, 16 MiB x 2 5.5 / 4.6 / 5.8, 32 MiB x 2 5.5 / 5.4 / 6.3; one 64 MiB
+  // chunk at a time 2.8 / 2.3 / 2.8. Device memory: ~17 bytes per byte of a chunk, per lane.
+  size_t chunk_bytes = size_t(32) << 20;
+  int lanes = 2;
+  // Outputs of 32 MB or more are advised to use transparent huge pages before their first
+  // write (chunk_pipeline.h): fewer page faults while ids are copied out. Same run, 16 MiB
+  // chunks: 5.1 / 4.6 / 5.8 GB/s with, 4.2 / 3.5 / 4.1 without.
+  bool huge_pages = true;
+  // The Parquet decoder's snappy kernels (cuda/parquet.cu): bytes per walk segment (a power of
+  // two, 256 B-64 KiB; 0: the default) and the decode variant ("windowed", "global",
+  // "tagwise"; empty or unknown: windowed).
+  uint32_t snappy_segment_bytes = 0;
+  std::string snappy_decode;
 };
 
 class GpuEncoder {
  public:
-  GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options);
+  GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options, GpuTuning tuning = {});
   ~GpuEncoder();
   GpuEncoder(const GpuEncoder&) = delete;
   GpuEncoder& operator=(const GpuEncoder&) = delete;
@@ -136,6 +174,7 @@ class GpuEncoder {
   void set_pool_limit(size_t bytes);
   GpuCounters counters() const;
   int device_id() const;
+  const GpuTuning& tuning() const;  // as constructed (read-only afterwards)
 
  private:
   struct Impl;

@@ -11,7 +11,7 @@ bool cuda_available(std::string* why) {
 
 struct GpuEncoder::Impl {};
 
-GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab>, GpuOptions) {
+GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab>, GpuOptions, GpuTuning) {
   throw CudaError("gputok was built without CUDA (no nvcc found at build time)");
 }
 GpuEncoder::~GpuEncoder() = default;
@@ -27,5 +27,9 @@ void GpuEncoder::set_gpu_pretokenize(bool) {}
 void GpuEncoder::set_pool_limit(size_t) {}
 GpuCounters GpuEncoder::counters() const { return {}; }
 int GpuEncoder::device_id() const { return -1; }
+const GpuTuning& GpuEncoder::tuning() const {
+  static const GpuTuning none;
+  return none;
+}
 
 }  // namespace gputok

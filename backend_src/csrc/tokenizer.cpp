@@ -103,7 +103,7 @@ Tokenizer::Tokenizer(std::shared_ptr<const Vocab> vocab, const TokenizerOptions&
         : automatic             ? default_crossover()
                                 : Crossover{});
   if (resolve_device(options.device) == Device::kCuda)
-    gpu_ = std::make_unique<GpuEncoder>(vocab, options.gpu);
+    gpu_ = std::make_unique<GpuEncoder>(vocab, options.gpu, options.gpu_tuning);
 }
 
 bool Tokenizer::routes_to_gpu(size_t bytes, size_t rows) const {

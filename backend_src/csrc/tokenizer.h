@@ -54,7 +54,8 @@ Crossover default_crossover();
 struct TokenizerOptions {
   std::string device = "cpu";  // "auto" (the GPU when usable), "cpu" or "cuda"
   std::string algorithm = "per_word";
-  GpuOptions gpu;  // used on a GPU tokenizer; copy_threads >= 0
+  GpuOptions gpu;        // used on a GPU tokenizer; copy_threads >= 0
+  GpuTuning gpu_tuning;  // the GPU path's tuning switches (gpu_encoder.h)
   // The rule of a GPU tokenizer when `crossover_given`; else default_crossover() for device
   // "auto" and none (always the GPU) for device "cuda".
   Crossover crossover;

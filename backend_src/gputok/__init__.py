@@ -49,6 +49,7 @@ CudaError = _core.CudaError
 Utf8Error = _core.Utf8Error  # a ValueError: invalid UTF-8 under errors="strict"
 DisallowedSpecialError = _core.DisallowedSpecialError  # a ValueError, as tiktoken raises
 IdRangeError = _core.IdRangeError  # an OverflowError: an id that does not fit uint16
+GpuTuning = _core.GpuTuning  # the GPU path's tuning switches: Tokenizer(gpu_tuning=...)
 
 __all__ = [
     "ALGORITHMS",
@@ -57,6 +58,7 @@ __all__ = [
     "DeviceMemoryError",
     "DisallowedSpecialError",
     "IdRangeError",
+    "GpuTuning",
     "GPT2_RANKS",
     "GPT2_RANKS_SHA256",
     "Tokenizer",

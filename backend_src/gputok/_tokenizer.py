@@ -64,6 +64,7 @@ class Tokenizer(EncodingAPI):
         piece_cache_bytes: int | None = None,
         cpu_below_bytes: int | None = None,
         bytes_per_row: int | None = None,
+        gpu_tuning: _core.GpuTuning | None = None,
     ):
         self.name = name
         self.algorithm = algorithm
@@ -80,6 +81,7 @@ class Tokenizer(EncodingAPI):
             int(copy_threads),
             cpu_below_bytes,
             bytes_per_row,
+            tuning=gpu_tuning if gpu_tuning is not None else _core.GpuTuning(),
         )
         self.device = self._core.device
         if piece_cache_bytes is not None:

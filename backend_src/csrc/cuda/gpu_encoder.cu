@@ -1,13 +1,21 @@
 // GpuEncoder (gpu_encoder.h): host orchestration of the CUDA path.
 //
-// One call: the segments are cut into units (a segment longer than kChunkTarget is split at
-// is_safe_split positions, which keeps pieces, and therefore ids, unchanged), units are
-// grouped into chunks of about kChunkTarget bytes, and each chunk runs
+// One call: the segments are cut into chunks of at most GpuTuning::chunk_bytes (a segment
+// longer than that is split at is_safe_split positions, which keeps pieces, and therefore
+// ids, unchanged: chunk_pipeline.h), and each chunk runs
 //   pinned staging -> H2D -> [pretokenize, merge, compact] -> D2H count + ends -> D2H ids
-// on the stream of the call's slot (EncodeSlot: up to 4 calls at once). A slot's buffers are
-// one device arena and two pinned buffers that only grow (pool.cuh), so steady-state calls
-// make no cudaMalloc/cudaHostAlloc.
+//   -> stitch (copy out of pinned memory into the caller's output)
+// on a lane of the call's slot (EncodeSlot: up to 4 calls at once; EncodeLane: up to
+// GpuTuning::lanes chunks of one call in flight, each on its own stream, pinned buffers and
+// part of the slot's device arena), so one chunk's host staging and stitching overlap the
+// others' transfers and kernels. The pool limit shrinks the chunks until the lanes fit. A
+// slot's buffers only grow (pool.cuh), so steady-state calls make no cudaMalloc/cudaHostAlloc.
 // Kernel time is measured with CUDA events around the kernels of each chunk and summed.
+//
+// Large calls (H100, 2026-11-25, before lanes): one 64 MiB chunk at a time, and the output
+// vector grown by the vector itself: a call just over one chunk moved the first chunk's ids
+// (112 MB) on one thread into fresh pages before the second chunk's copy-out. The bench
+// corpus ran at 2.5-2.7 GB/s as 64 MB and 0.92-1.02 GB/s as 85 MB (two chunks).
 //
 // Performance notes (H200, 2026-11-22 05:39-05:41 UTC, bench/gpu_ablation.py and
 // bench/bench_gpu.py, 64 MB of the bench corpus, 9,797 docs, 28.1M tokens): kernels 4.05 ms
@@ -22,7 +30,7 @@
 // upload, one launch, one sync), ~12 launches above; one host sync up to kDirectMaxBytes (ids
 // written straight to mapped pinned memory), two above.
 // Corpus workers (4 processes on one H200, 16 busy host cores, 4.5 MB calls, 2026-11-23
-// 18:01 UTC, GPUTOK_GPU_PROFILE=1), wall time per GB of text inside the lock: staging 0.29 s,
+// 18:01 UTC, the profile switch), wall time per GB of text inside the lock: staging 0.29 s,
 // H2D + kernels + D2H 0.34 s (kernels 0.08), copy-out of int32 ids 0.27 s. The uint16
 // copy-out (GpuOutput::ids16) narrows in that pass, so the caller has no int32 array to pack:
 // one GPU's corpus throughput 1.77-1.97 -> 2.05-2.21 GB/s (docs/benchmarks.md).
@@ -45,6 +53,7 @@
 #include <thread>
 #include <vector>
 
+#include "chunk_pipeline.h"
 #include "common.cuh"
 #include "device_tables.cuh"
 #include "encoder.h"
@@ -60,27 +69,22 @@ using namespace cuda_detail;
 
 namespace {
 
-constexpr size_t kChunkTarget = size_t(64) << 20;  // bytes of text per chunk
-constexpr size_t kMaxChunk = size_t(1) << 31;      // 32-bit offsets and positions
+constexpr size_t kMaxChunk = size_t(1) << 31;  // 32-bit offsets and positions
 // Chunks up to this size write their ids straight into mapped pinned memory (the scatter
 // kernel's stores cross PCIe), so one host sync ends the call instead of two: the token
 // count no longer has to come back before the ids can be copied.
 constexpr uint32_t kDirectMaxBytes = uint32_t(4) << 20;
-// per_word chunks above kSmallMaxBytes and up to this size run as one cooperative launch
-// (fused_cooperative.cu) instead of the ~12-launch pipeline; GPUTOK_GPU_FUSED_MAX overrides
-// it (0 turns the fused path off).
-// The device pair table has 2^kPairTableSparser times the CPU table's slots
-// (DeviceTables::build); GPUTOK_GPU_PAIR_SPARSER overrides it. 4x: 16 MiB at 10% load
-// instead of 4 MiB at 41%. Measured (H200, 2026-11-22 05:37 UTC, bench/gpu_ablation.py):
-// kernels of a 76 KB sequence 0.090 -> 0.075 ms, of the 64 MB batch 4.70 -> 4.08 ms (2x
-// slots: 0.075 / 4.19). Absent pairs end their probe sooner, and a warp pass probes mostly
-// absent pairs.
-constexpr int kPairTableSparser = 2;
-// Measured (H200, 2026-11-22 05:33-05:39 UTC, bench/gpu_ablation.py, kernels fused vs not):
-// 15 KB 0.062 vs 0.106 ms, 76 KB 0.070 vs 0.096, 150 KB 0.099 vs 0.101 (end to end 0.180 vs
-// 0.165), 300 KB 0.201 vs 0.140, 1 MB 0.363 vs 0.233: above ~128 KB the multi-kernel
-// pipeline's full occupancy wins.
-constexpr uint32_t kFusedMaxBytes = uint32_t(128) << 10;
+// GpuTuning's defaults, measured:
+// - pair_sparser 2: the device pair table has 4x the CPU table's slots (DeviceTables::build),
+//   16 MiB at 10% load instead of 4 MiB at 41%. H200, 2026-11-22 05:37 UTC,
+//   bench/gpu_ablation.py: kernels of a 76 KB sequence 0.090 -> 0.075 ms, of the 64 MB batch
+//   4.70 -> 4.08 ms (2x slots: 0.075 / 4.19). Absent pairs end their probe sooner, and a warp
+//   pass probes mostly absent pairs.
+// - fused_max_bytes 128 KiB: per_word chunks above kSmallMaxBytes and up to this run as one
+//   cooperative launch (fused_cooperative.cu) instead of the ~12-launch pipeline. H200,
+//   2026-11-22 05:33-05:39 UTC, kernels fused vs not: 15 KB 0.062 vs 0.106 ms, 76 KB 0.070
+//   vs 0.096, 150 KB 0.099 vs 0.101 (end to end 0.180 vs 0.165), 300 KB 0.201 vs 0.140, 1 MB
+//   0.363 vs 0.233: above ~128 KB the multi-kernel pipeline's full occupancy wins.
 
 // Slots of the per-call miss memo (merge_per_word.cu) for a chunk of n bytes: one per 64
 // bytes (the bench corpus has ~1 distinct miss per 150 bytes), a power of two, 8 KB-32 MB.
@@ -94,20 +98,14 @@ uint32_t memo_slots_for(uint32_t n, int64_t forced) {
   return slots;
 }
 
-struct Unit {
-  size_t seg;
-  size_t begin, end;  // byte range inside the segment
-  bool last;          // closes its segment
-};
-
 // memcpy spread over the encoder's pool when it is large (staging a big batch). Threads are
 // persistent: spawning 8 std::threads per call cost ~0.1 ms, as much as a 2 MB copy.
 void parallel_copy(ThreadPool* pool, const std::vector<std::pair<const char*, size_t>>& src,
                    char* dst) {
   size_t total = 0;
   for (auto& s : src) total += s.second;
-  const size_t nt = pool ? std::min<size_t>(pool->size(), (total >> 18) + 1) : 1;
-  if (total < (size_t(1) << 20) || nt <= 1) {
+  const size_t nt = copy_threads_for(pool, total);
+  if (nt <= 1) {
     for (auto& s : src) {
       std::memcpy(dst, s.first, s.second);
       dst += s.second;
@@ -123,57 +121,6 @@ void parallel_copy(ThreadPool* pool, const std::vector<std::pair<const char*, si
       if (a < b) std::memcpy(dst + a, s.first + (a - off), b - a);
       off += s.second;
       if (off >= hi) break;
-    }
-  });
-}
-
-// fn(lo, hi) over [0, count) in slices on the pool when the range is large.
-template <typename Fn>
-void parallel_slices(ThreadPool* pool, size_t count, Fn&& fn) {
-  const size_t nt = pool ? std::min<size_t>(pool->size(), (count >> 16) + 1) : 1;
-  if (count < (size_t(1) << 18) || nt <= 1) {
-    fn(size_t(0), count);
-    return;
-  }
-  pool->parallel_for(nt, nt, [&](size_t t) { fn(count * t / nt, count * (t + 1) / nt); });
-}
-
-// Copies a chunk's `total` ids out of pinned memory into `out` (see GpuOutput): int32 as they
-// are, or narrowed to uint16 with each unit's ids moved by its segment's shift.
-void copy_out(ThreadPool* pool, const int32_t* src, uint32_t total, const Unit* units,
-              const uint32_t* unit_ends, size_t n_units, GpuOutput& out) {
-  const int64_t base = out.tokens;
-  if (out.ids32) {
-    IdVector& ids = *out.ids32;
-    ids.resize(size_t(base) + total);
-    int32_t* dst = ids.data() + base;
-    parallel_slices(pool, total, [&](size_t lo, size_t hi) {
-      std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(int32_t));
-    });
-    return;
-  }
-  U16Vector& ids = *out.ids16;
-  auto shift_of = [&](size_t u) { return out.shift ? out.shift[units[u].seg] : int64_t(0); };
-  if (n_units)
-    ids.resize(std::max<size_t>(ids.size(), size_t(base + total + shift_of(n_units - 1))));
-  uint16_t* dst = ids.data() + base;
-  std::mutex bad_mu;
-  parallel_slices(pool, total, [&](size_t lo, size_t hi) {
-    // The units overlapping [lo, hi): unit u's ids are [unit_ends[u - 1], unit_ends[u]).
-    size_t u = size_t(std::upper_bound(unit_ends, unit_ends + n_units, uint32_t(lo)) - unit_ends);
-    for (size_t a = lo; a < hi && u < n_units; ++u) {
-      const size_t b = std::min<size_t>(hi, unit_ends[u]);
-      if (b <= a) continue;
-      const int64_t bad = narrow_uint16(src + a, b - a, dst + a + shift_of(u));
-      if (bad >= 0) {
-        std::lock_guard<std::mutex> lock(bad_mu);
-        const int64_t at = base + int64_t(a) + bad;
-        if (out.first_bad < 0 || at < out.first_bad) {
-          out.first_bad = at;
-          out.bad_value = src[a + size_t(bad)];
-        }
-      }
-      a = b;
     }
   });
 }
@@ -209,7 +156,7 @@ ThreadPool* copy_pool_for(std::unique_ptr<ThreadPool>& pool, int copy_threads, s
   if (bytes < (size_t(1) << 20) || copy_threads == 1) return nullptr;
   if (!pool) {
     const unsigned hw = std::thread::hardware_concurrency();
-    const unsigned want = copy_threads > 0 ? unsigned(copy_threads) : 8u;
+    const unsigned want = copy_threads > 0 ? unsigned(copy_threads) : 16u;
     pool = std::make_unique<ThreadPool>(std::min<unsigned>(hw ? hw : 1, want));
   }
   return pool.get();
@@ -292,7 +239,7 @@ Slot& take_slot(Slot* slots, size_t n, size_t first, size_t wait_on,
 // Parquet decoding: a decode waits neither for a tokenizer call nor for another decode.
 constexpr size_t kSnappySlots = 4;
 struct SnappySlot : StreamSlot {
-  cudaEvent_t marks[7] = {};  // GPUTOK_GPU_PROFILE=1: the kernels' times
+  cudaEvent_t marks[7] = {};  // GpuTuning::profile: the kernels' times
   ~SnappySlot() {
     if (stream) cudaStreamSynchronize(stream);
     for (cudaEvent_t e : marks)
@@ -300,29 +247,64 @@ struct SnappySlot : StreamSlot {
   }
 };
 
-// Tokenizing: up to 4 calls at once (GPUTOK_GPU_ENCODE_SLOTS: 1-8; 1 is the
-// encoder before slots, one call at a time). Calls take the lowest free slot, so one caller
-// at a time uses (and allocates) slot 0 only. Measured: the performance notes at the top.
-constexpr size_t kEncodeSlots = 8;         // slots made (lazily: a slot costs nothing unused)
-constexpr size_t kDefaultEncodeSlots = 4;  // slots used unless GPUTOK_GPU_ENCODE_SLOTS says
-struct EncodeSlot : StreamSlot {
-  cudaEvent_t ev0 = nullptr, ev1 = nullptr;
-  cudaEvent_t ev_pre = nullptr, ev_merge = nullptr, ev_mid = nullptr;  // GPUTOK_GPU_PROFILE=1
-  cudaGraphExec_t graph_exec = nullptr;                                // GPUTOK_GPU_GRAPH=1
-  std::vector<Piece> pieces;  // CPU pretokenization scratch
+// Tokenizing: up to 4 calls at once (GpuTuning::encode_slots: 1-8; 1 is the encoder before
+// slots, one call at a time). Calls take the lowest free slot, so one caller at a time uses
+// (and allocates) slot 0 only. Measured: the performance notes at the top.
+constexpr size_t kEncodeSlots = 8;  // slots made (lazily: a slot costs nothing unused)
+constexpr size_t kMaxLanes = 4;     // chunks of one call in flight (GpuTuning::lanes)
 
-  // The stream and the events, each made once (a failed creation is tried again next call).
-  void open_events(bool blocking_sync) {
-    open(blocking_sync);
+// One chunk in flight: a stream, events and pinned buffers of its own, and a part of its
+// slot's device arena. What submit_chunk leaves for collect_chunk is kept here too.
+struct EncodeLane {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t ev_sync = nullptr;  // blocking-sync wait (GpuOptions::blocking_sync)
+  cudaEvent_t ev0 = nullptr, ev1 = nullptr;
+  cudaEvent_t ev_pre = nullptr, ev_merge = nullptr, ev_mid = nullptr;  // GpuTuning::profile
+  cudaGraphExec_t graph_exec = nullptr;                                // GpuTuning::graph
+  PinnedBuffer pin_in, pin_out;
+  std::vector<Piece> pieces;  // CPU pretokenization scratch
+  std::vector<uint32_t> unit_off, unit_ends;
+  std::vector<std::pair<const char*, size_t>> src;
+  // The chunk in flight.
+  cuda_detail::ChunkDev c;
+  size_t n_units = 0, head = 0;
+  uint32_t n_pieces_host = 0;
+  bool empty = true, small = false, fused = false, direct = false, direct_head = false;
+  bool graph = false;
+  double t_stage_us = 0, t_submit_us = 0;
+
+  void open(bool blocking_sync) {
+    if (!stream) GPUTOK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    if (blocking_sync && !ev_sync)
+      GPUTOK_CUDA(
+          cudaEventCreateWithFlags(&ev_sync, cudaEventBlockingSync | cudaEventDisableTiming));
     for (cudaEvent_t* e : {&ev0, &ev1, &ev_pre, &ev_merge, &ev_mid})
       if (!*e) GPUTOK_CUDA(cudaEventCreate(e));
   }
-  ~EncodeSlot() {
+  void wait() { wait_for(stream, ev_sync); }
+  ~EncodeLane() {
     if (stream) cudaStreamSynchronize(stream);
-    for (cudaEvent_t e : {ev0, ev1, ev_pre, ev_merge, ev_mid})
+    for (cudaEvent_t e : {ev0, ev1, ev_pre, ev_merge, ev_mid, ev_sync})
       if (e) cudaEventDestroy(e);
     if (graph_exec) cudaGraphExecDestroy(graph_exec);
+    pin_in.release();
+    pin_out.release();
+    if (stream) cudaStreamDestroy(stream);
   }
+};
+
+// A slot's lanes share its arena (one block, a part per lane) and its copy threads.
+struct EncodeSlot : StreamSlot {
+  EncodeLane lanes[kMaxLanes];
+  ~EncodeSlot() {
+    for (EncodeLane& l : lanes)
+      if (l.stream) cudaStreamSynchronize(l.stream);
+  }
+};
+
+// Host-side times of one call (GpuTuning::profile), microseconds.
+struct CallTimes {
+  double plan = 0, stage = 0, submit = 0, wait = 0;
 };
 
 struct GpuEncoder::Impl {
@@ -331,23 +313,16 @@ struct GpuEncoder::Impl {
   mutable std::mutex mu;
   std::shared_ptr<const Vocab> vocab;
   GpuOptions opt;
+  GpuTuning tuning;  // as constructed; never changed afterwards
   int n_sms = 0;
-  bool profile = false;
-  SnappyOptions snappy;       // GPUTOK_SNAPPY_SEGMENT, GPUTOK_SNAPPY_DECODE (ablations)
-  bool use_cache = true;      // GPUTOK_GPU_NO_CACHE=1 turns the whole-piece cache off (ablation)
-  PerWordOptions per_word;    // ablation switches from the environment (kernels.cuh)
-  bool direct_output = true;  // GPUTOK_GPU_NO_DIRECT=1: always copy ids back after a sync
-  uint32_t fused_max = kFusedMaxBytes;  // GPUTOK_GPU_FUSED_MAX
-  int64_t memo_slots = -1;              // GPUTOK_GPU_MEMO_SLOTS (0: no memo); -1: memo_slots_for
-  int coop_blocks = 0;                  // resident blocks of the fused kernel; 0: no fused path
-  // GPUTOK_GPU_GRAPH=1 (experiment): the kernels of a multi-kernel chunk are captured into
-  // a CUDA graph and launched as one; the executable graph is updated in place per call.
-  bool use_graph = false;
-  DeviceTables tables;   // read-only once built: shared by every slot's kernels
-  GpuCounters counters;  // the tables' allocations
+  SnappyOptions snappy;     // from GpuTuning's snappy fields
+  PerWordOptions per_word;  // from GpuTuning (kernels.cuh)
+  int coop_blocks = 0;      // resident blocks of the fused kernel; 0: no fused path
+  DeviceTables tables;      // read-only once built: shared by every slot's kernels
+  GpuCounters counters;     // the tables' allocations
   EncodeSlot encode_slots[kEncodeSlots];
-  size_t n_encode_slots = kDefaultEncodeSlots;  // GPUTOK_GPU_ENCODE_SLOTS
-  std::atomic<uint32_t> encode_next{0};         // which busy slot a call waits for
+  size_t n_encode_slots = 4;
+  std::atomic<uint32_t> encode_next{0};  // which busy slot a call waits for
   SnappySlot snappy_slots[kSnappySlots];
   std::atomic<uint32_t> snappy_next{0};
   std::atomic<size_t> snappy_pool_limit{0};  // the pool limit, read by decodes without `mu`
@@ -370,12 +345,51 @@ struct GpuEncoder::Impl {
     }
   }
 
-  float run_chunk(EncodeSlot& S, const GpuOptions& o, const std::vector<std::string_view>& segments,
-                  const Unit* units, size_t n_units, Algorithm algorithm, GpuOutput& out,
-                  std::vector<int64_t>& ends);
+  void apply(const GpuTuning& t);
+  // Which kernels a chunk of n bytes takes, and its device buffers carved from `cv`.
+  void lay_out(Carver& cv, EncodeLane& L, uint32_t n, size_t n_units, Algorithm algorithm,
+               bool gpu_pretok) const;
+  size_t lane_bytes(uint32_t n, size_t n_units, Algorithm algorithm, bool gpu_pretok) const;
+  // The chunk size and lanes of a call under the pool limit, and its plan.
+  ChunkPlan plan_call(const std::vector<std::string_view>& segments, const GpuOptions& o,
+                      Algorithm algorithm, size_t& lanes, size_t& lane_size) const;
+  void submit_chunk(EncodeSlot& S, EncodeLane& L, char* dev, const GpuOptions& o,
+                    const std::vector<std::string_view>& segments, const ChunkUnit* units,
+                    size_t n_units, Algorithm algorithm, CallTimes& t);
+  void stage_chunk(EncodeSlot& S, EncodeLane& L, const GpuOptions& o, bool gpu_pretok,
+                   CallTimes& t);
+  void enqueue_kernels(EncodeSlot& S, EncodeLane& L, Algorithm algorithm, bool gpu_pretok);
+  ChunkIds collect_chunk(EncodeSlot& S, EncodeLane& L, Algorithm algorithm, float& ms,
+                         CallTimes& t);
+  void print_chunk(EncodeLane& L, uint32_t total, float ms, Algorithm algorithm, double wait_us);
 };
 
-GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
+// Tuning -> the encoder's switches (the constructor; values out of range are clamped).
+void GpuEncoder::Impl::apply(const GpuTuning& t) {
+  tuning = t;
+  tuning.lanes = std::clamp<int>(t.lanes, 1, int(kMaxLanes));
+  tuning.chunk_bytes = std::clamp<size_t>(t.chunk_bytes, size_t(4) << 10, kMaxChunk - 1);
+  per_word.split = t.split_misses;
+  per_word.multi_rank = t.multi_rank;
+  per_word.warp_min = t.warp_min;
+  per_word.warp_min_small = t.warp_min_small;
+  per_word.long_blocks_per_sm = per_word_long_blocks_per_sm();
+  if (t.snappy_segment_bytes) {
+    // bytes per walk segment, a power of two from 256 to 64 KiB (others round down)
+    uint32_t shift = 8;
+    while (shift < 16 && (1ul << (shift + 1)) <= t.snappy_segment_bytes) ++shift;
+    snappy.seg_shift = shift;
+  }
+  for (int d = 0; d < 3; ++d)  // an unknown name keeps the default
+    if (t.snappy_decode == kSnappyDecodeNames[d]) snappy.decode = SnappyDecode(d);
+  n_encode_slots = std::clamp<size_t>(t.encode_slots, 1, kEncodeSlots);
+  // One block per SM: grid barriers over 132 blocks cost less than over the ~4 per SM that
+  // fit, and a mid-size input has no more work than that (76 KB: 0.105 -> 0.088 ms).
+  coop_blocks = std::min(fused_cooperative_max_blocks(n_sms), n_sms);
+  if (t.coop_blocks > 0) coop_blocks = std::min(coop_blocks, t.coop_blocks);
+}
+
+GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options, GpuTuning tuning) {
   std::string why;
   if (!cuda_available(&why)) throw CudaError(why);
   if (!vocab) throw CudaError("GpuEncoder needs a vocabulary");
@@ -386,50 +400,9 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options) {
   GPUTOK_CUDA(cudaSetDevice(options.device_id));
   GPUTOK_CUDA(
       cudaDeviceGetAttribute(&impl->n_sms, cudaDevAttrMultiProcessorCount, options.device_id));
-  if (const char* ct = std::getenv("GPUTOK_GPU_COPY_THREADS"); ct && *ct)  // ablation
-    impl->opt.copy_threads = std::max(0, std::atoi(ct));
-  const char* prof = std::getenv("GPUTOK_GPU_PROFILE");
-  impl->profile = prof && *prof && *prof != '0';
-  const char* nocache = std::getenv("GPUTOK_GPU_NO_CACHE");
-  impl->use_cache = !(nocache && *nocache && *nocache != '0');
-  const char* nosplit = std::getenv("GPUTOK_GPU_NO_SPLIT");
-  impl->per_word.split = !(nosplit && *nosplit && *nosplit != '0');
-  const char* single = std::getenv("GPUTOK_GPU_SINGLE_RANK");
-  impl->per_word.multi_rank = !(single && *single && *single != '0');
-  const char* graph = std::getenv("GPUTOK_GPU_GRAPH");
-  impl->use_graph = graph && *graph && *graph != '0';
-  impl->per_word.long_blocks_per_sm = per_word_long_blocks_per_sm();
-  const char* nodirect = std::getenv("GPUTOK_GPU_NO_DIRECT");
-  impl->direct_output = !(nodirect && *nodirect && *nodirect != '0');
-  if (const char* wm = std::getenv("GPUTOK_GPU_WARP_MIN"); wm && *wm)
-    impl->per_word.warp_min = std::atoi(wm);
-  if (const char* wm = std::getenv("GPUTOK_GPU_WARP_MIN_SMALL"); wm && *wm)
-    impl->per_word.warp_min_small = std::atoi(wm);
-  if (const char* ms = std::getenv("GPUTOK_GPU_MEMO_SLOTS"); ms && *ms)
-    impl->memo_slots = std::max<int64_t>(0, std::atoll(ms));
-  if (const char* sg = std::getenv("GPUTOK_SNAPPY_SEGMENT"); sg && *sg) {
-    // bytes per walk segment, a power of two from 256 to 64 KiB (others round down)
-    const unsigned long v = std::strtoul(sg, nullptr, 10);
-    uint32_t shift = 8;
-    while (shift < 16 && (1ul << (shift + 1)) <= v) ++shift;
-    impl->snappy.seg_shift = shift;
-  }
-  if (const char* sd = std::getenv("GPUTOK_SNAPPY_DECODE"); sd && *sd)
-    for (int d = 0; d < 3; ++d)  // an unknown name keeps the default
-      if (std::strcmp(sd, kSnappyDecodeNames[d]) == 0) impl->snappy.decode = SnappyDecode(d);
-  if (const char* es = std::getenv("GPUTOK_GPU_ENCODE_SLOTS"); es && *es)  // ablation
-    impl->n_encode_slots = std::clamp<size_t>(std::strtoul(es, nullptr, 10), 1, kEncodeSlots);
-  if (const char* fm = std::getenv("GPUTOK_GPU_FUSED_MAX"); fm && *fm)
-    impl->fused_max = uint32_t(std::strtoul(fm, nullptr, 10));
-  // One block per SM: grid barriers over 132 blocks cost less than over the ~4 per SM that
-  // fit, and a mid-size input has no more work than that (76 KB: 0.105 -> 0.088 ms).
-  impl->coop_blocks = std::min(fused_cooperative_max_blocks(impl->n_sms), impl->n_sms);
-  if (const char* cb = std::getenv("GPUTOK_GPU_COOP_BLOCKS"); cb && *cb)  // experiment: cap
-    impl->coop_blocks = std::min(impl->coop_blocks, std::max(1, std::atoi(cb)));
-  int sparser = kPairTableSparser;
-  if (const char* sp = std::getenv("GPUTOK_GPU_PAIR_SPARSER"); sp && *sp)
-    sparser = std::clamp(std::atoi(sp), 0, 4);
-  impl->tables.build(*impl->vocab, impl->counters.device_allocs, sparser);
+  impl->apply(tuning);
+  impl->tables.build(*impl->vocab, impl->counters.device_allocs,
+                     std::clamp(tuning.pair_sparser, 0, 4));
   impl_ = std::move(impl);
 }
 
@@ -464,6 +437,7 @@ GpuCounters GpuEncoder::counters() const {
 }
 
 int GpuEncoder::device_id() const { return impl_->opt.device_id; }
+const GpuTuning& GpuEncoder::tuning() const { return impl_->tuning; }
 
 float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorithm algorithm,
                          GpuOutput& out, std::vector<int64_t>& ends) {
@@ -475,53 +449,79 @@ float GpuEncoder::encode(const std::vector<std::string_view>& segments, Algorith
     o = I.opt;
   }
   GPUTOK_CUDA(cudaSetDevice(o.device_id));
-  // Units: segments, long ones split at safe positions.
-  std::vector<Unit> units;
-  units.reserve(segments.size());
-  for (size_t s = 0; s < segments.size(); ++s) {
-    const auto* t = reinterpret_cast<const uint8_t*>(segments[s].data());
-    const size_t len = segments[s].size();
-    size_t pos = 0;
-    while (len - pos > kChunkTarget) {
-      size_t cut = 0;
-      for (size_t i = pos + kChunkTarget; i > pos; --i)
-        if (is_safe_split(t, i)) {
-          cut = i;
-          break;
-        }
-      if (!cut)
-        for (size_t i = pos + kChunkTarget + 1; i < len; ++i)
-          if (is_safe_split(t, i)) {
-            cut = i;
-            break;
-          }
-      if (!cut) break;
-      units.push_back(Unit{s, pos, cut, false});
-      pos = cut;
-    }
-    units.push_back(Unit{s, pos, len, true});
-  }
+  using clk = std::chrono::steady_clock;
+  const auto t0 = clk::now();
+  CallTimes t;
+  size_t lanes = 1, lane_size = 0;
+  const ChunkPlan plan = I.plan_call(segments, o, algorithm, lanes, lane_size);
+  t.plan = std::chrono::duration<double, std::micro>(clk::now() - t0).count();
   std::unique_lock<std::mutex> slot_lock;
   EncodeSlot& S = take_slot(I.encode_slots, I.n_encode_slots, 0,
                             I.encode_next.fetch_add(1, std::memory_order_relaxed), slot_lock);
-  S.open_events(o.blocking_sync);
+  S.arena.ensure(lanes * lane_size, o.pool_limit_bytes, S.counters.device_allocs);
+  for (size_t l = 0; l < lanes; ++l) S.lanes[l].open(o.blocking_sync);
+  ThreadPool* pool = copy_pool_for(S.pool, o.copy_threads, plan.total_bytes);
+  if (plan.chunks() > 1)
+    reserve_output(pool, out, plan.total_bytes,
+                   out.shift && !segments.empty() ? out.shift[segments.size() - 1] : 0,
+                   I.tuning.huge_pages);
   float ms = 0.0f;
-  size_t i = 0;
-  while (i < units.size()) {
-    size_t j = i, bytes = 0;
-    while (j < units.size()) {
-      const size_t ul = units[j].end - units[j].begin;
-      if (j > i && bytes + ul > kChunkTarget) break;
-      bytes += ul;
-      ++j;
-    }
-    if (bytes >= kMaxChunk)
-      throw DeviceMemoryError("a single piece of " + std::to_string(bytes) +
-                              " bytes is over the GPU path's 2 GiB chunk limit");
-    ms += I.run_chunk(S, o, segments, units.data() + i, j - i, algorithm, out, ends);
-    i = j;
+  ChunkStages st;
+  st.submit = [&](size_t l, size_t k) {
+    const size_t u0 = plan.first[k];
+    I.submit_chunk(S, S.lanes[l], S.arena.base() + l * lane_size, o, segments,
+                   plan.units.data() + u0, plan.first[k + 1] - u0, algorithm, t);
+  };
+  st.collect = [&](size_t l, size_t) {
+    float chunk_ms = 0.0f;
+    const ChunkIds r = I.collect_chunk(S, S.lanes[l], algorithm, chunk_ms, t);
+    ms += chunk_ms;
+    return r;
+  };
+  st.drain = [&] {
+    for (size_t l = 0; l < lanes; ++l)
+      if (S.lanes[l].stream) cudaStreamSynchronize(S.lanes[l].stream);
+    cudaGetLastError();
+  };
+  const auto t_run = clk::now();
+  run_chunks(plan, lanes, st, pool, out, ends, I.tuning.huge_pages);
+  if (I.tuning.profile) {  // stitch: the rest of the run (copies out of pinned memory)
+    const double run = std::chrono::duration<double, std::micro>(clk::now() - t_run).count();
+    std::fprintf(stderr,
+                 "[gputok gpu call] %zu bytes %zu chunks (largest %zu) %zu lanes: plan %.0f us, "
+                 "submit %.0f (staging copy %.0f), wait %.0f, stitch %.0f; run %.0f us, "
+                 "kernels %.0f\n",
+                 plan.total_bytes, plan.chunks(), plan.max_chunk_bytes, lanes, t.plan, t.submit,
+                 t.stage, t.wait, run - t.submit - t.wait, run, ms * 1e3);
   }
   return ms;
+}
+
+// The chunk size and lanes of a call: GpuTuning's, with the chunk halved (down to 1 MiB, or
+// the tuning's own size if smaller) and then one lane dropped until the lanes fit under the
+// pool limit. What still does not fit is refused by DeviceArena::ensure.
+ChunkPlan GpuEncoder::Impl::plan_call(const std::vector<std::string_view>& segments,
+                                      const GpuOptions& o, Algorithm algorithm, size_t& lanes,
+                                      size_t& lane_size) const {
+  size_t chunk = tuning.chunk_bytes;
+  const size_t floor = std::min<size_t>(chunk, size_t(1) << 20);
+  for (;;) {
+    ChunkPlan plan = plan_chunks(segments, chunk);
+    if (plan.max_chunk_bytes >= kMaxChunk)
+      throw DeviceMemoryError("a single piece of " + std::to_string(plan.max_chunk_bytes) +
+                              " bytes is over the GPU path's 2 GiB chunk limit");
+    lanes = std::min<size_t>(size_t(tuning.lanes), std::max<size_t>(plan.chunks(), 1));
+    lane_size = lane_bytes(uint32_t(plan.max_chunk_bytes), plan.max_chunk_units, algorithm,
+                           o.gpu_pretokenize);
+    const size_t limit = o.pool_limit_bytes;
+    if (!limit || lanes * lane_size <= limit) return plan;
+    if (chunk > floor) {
+      chunk = std::max(floor, chunk / 2);
+      continue;
+    }
+    if (lanes > 1 && lane_size <= limit) lanes = limit / lane_size;
+    return plan;
+  }
 }
 
 void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
@@ -602,7 +602,7 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
   GPUTOK_CUDA(cudaMemsetAsync(sc.cum, 0xFF, size * sizeof(uint32_t), S.stream));
   GPUTOK_CUDA(cudaMemsetAsync(sc.on, 0, n_segs, S.stream));
   cudaEvent_t* marks = nullptr;
-  if (I.profile) {  // GPUTOK_GPU_PROFILE=1: each kernel's time, on stderr
+  if (I.tuning.profile) {  // each kernel's time, on stderr
     if (!S.marks[0])
       for (auto& e : S.marks) GPUTOK_CUDA(cudaEventCreate(&e));
     marks = S.marks;
@@ -649,260 +649,268 @@ void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
   }
 }
 
-float GpuEncoder::Impl::run_chunk(EncodeSlot& S, const GpuOptions& o,
-                                  const std::vector<std::string_view>& segments, const Unit* units,
-                                  size_t n_units, Algorithm algorithm, GpuOutput& out,
-                                  std::vector<int64_t>& ends) {
-  using clk = std::chrono::steady_clock;
-  const auto t_start = clk::now();
-  size_t n64 = 0;
-  for (size_t u = 0; u < n_units; ++u) n64 += units[u].end - units[u].begin;
-  const uint32_t n = uint32_t(n64);
-  const int64_t base = out.tokens;
-  if (n == 0) {
-    for (size_t u = 0; u < n_units; ++u)
-      if (units[u].last) ends.push_back(base);
-    return 0.0f;
-  }
-  const bool gpu_pretok = o.gpu_pretokenize;
-  // CPU pretokenization (option): pieces found here, merged there.
-  std::vector<std::pair<const char*, size_t>> src;
-  src.reserve(n_units);
-  std::vector<uint32_t> unit_off(n_units + 1);
-  {
-    uint32_t off = 0;
-    for (size_t u = 0; u < n_units; ++u) {
-      unit_off[u] = off;
-      const auto& U = units[u];
-      src.emplace_back(segments[U.seg].data() + U.begin, U.end - U.begin);
-      off += uint32_t(U.end - U.begin);
-    }
-    unit_off[n_units] = off;
-  }
-  uint32_t n_pieces_host = 0;
-  if (!gpu_pretok) {
-    S.pieces.clear();
-    const UnicodeTableView uni = unicode_table();
-    for (size_t u = 0; u < n_units; ++u)
-      pretokenize(uni, reinterpret_cast<const uint8_t*>(src[u].first), src[u].second, S.pieces,
-                  unit_off[u]);
-    n_pieces_host = uint32_t(S.pieces.size());
-  }
-
-  // Device layout for this chunk. The text (+ at least 16 zero bytes) and the unit offsets
-  // are one block, so one copy uploads both.
+void GpuEncoder::Impl::lay_out(Carver& cv, EncodeLane& L, uint32_t n, size_t n_units,
+                               Algorithm algorithm, bool gpu_pretok) const {
+  // The text (+ at least 16 zero bytes) and the unit offsets are one block, so one copy
+  // uploads both.
   const size_t in_text = (size_t(n) + 16 + 15) & ~size_t(15);
-  const bool blockbpe = algorithm != Algorithm::kPerWord;  // needs 16 bytes/byte scratch
-  const size_t cub_bytes = cub_temp_bytes(n);
-  const bool small = algorithm == Algorithm::kPerWord && gpu_pretok && n <= kSmallMaxBytes;
-  const bool fused =
-      algorithm == Algorithm::kPerWord && gpu_pretok && !small && n <= fused_max && coop_blocks > 0;
-  const uint32_t memo_n = algorithm == Algorithm::kPerWord && per_word.split && !small && !fused
-                              ? memo_slots_for(n, memo_slots)
+  const bool per_word_alg = algorithm == Algorithm::kPerWord;
+  L.small = per_word_alg && gpu_pretok && n <= kSmallMaxBytes;
+  L.fused =
+      per_word_alg && gpu_pretok && !L.small && n <= tuning.fused_max_bytes && coop_blocks > 0;
+  const uint32_t memo_n = per_word_alg && per_word.split && !L.small && !L.fused
+                              ? memo_slots_for(n, tuning.memo_slots)
                               : 0;
-  auto layout = [&](Carver& cv, ChunkDev& c) {
-    c.text = cv.take<uint8_t>(in_text + (n_units + 1) * 4);
-    c.unit_off = reinterpret_cast<const uint32_t*>(c.text + in_text);
-    c.unit_start = cv.take<uint8_t>(n + 16);
-    c.piece_flag = cv.take<uint8_t>(n + 16);
-    c.piece_starts = cv.take<uint32_t>(size_t(n) + 1);
-    c.counters = cv.take<uint32_t>(16);
-    c.long_cap = n / (kWarpMinFloor + 1) + 1;
-    c.long_list = cv.take<uint32_t>(c.long_cap);
-    c.tok = cv.take<int32_t>(size_t(n) + 1);
-    c.aux = cv.take<int32_t>(size_t(n) + 1);
-    c.scratch = blockbpe ? cv.take<int32_t>(size_t(n) * 4) : nullptr;
-    c.unit_ends = cv.take<uint32_t>(n_units);
-    c.block_sums = cv.take<uint32_t>(2 * size_t(kMaxCoopBlocks));
-    c.tile_sums = cv.take<uint32_t>(compact_tile_sums(n));
-    c.memo = memo_n ? cv.take<unsigned long long>(memo_n) : nullptr;
-    c.memo_mask = memo_n ? memo_n - 1 : 0;
-    c.phase_ns = profile ? cv.take<uint64_t>(kCoopStamps) : nullptr;
-    c.cub_temp = cv.take<char>(cub_bytes);
-    c.cub_bytes = cub_bytes;
-    c.ids_out = reinterpret_cast<int32_t*>(c.piece_starts);
-    c.n = n;
-    c.n_units = uint32_t(n_units);
-  };
-  ChunkDev c;
-  {
-    Carver measure(nullptr);
-    layout(measure, c);
-    S.arena.ensure(measure.used(), o.pool_limit_bytes, S.counters.device_allocs);
-  }
-  Carver cv(S.arena.base());
-  layout(cv, c);
+  const size_t cub_bytes = cub_temp_bytes(n);
+  ChunkDev& c = L.c;
+  c = ChunkDev{};
+  c.text = cv.take<uint8_t>(in_text + (n_units + 1) * 4);
+  c.unit_off = reinterpret_cast<const uint32_t*>(c.text + in_text);
+  c.unit_start = cv.take<uint8_t>(n + 16);
+  c.piece_flag = cv.take<uint8_t>(n + 16);
+  c.piece_starts = cv.take<uint32_t>(size_t(n) + 1);
+  c.counters = cv.take<uint32_t>(16);
+  c.long_cap = n / (kWarpMinFloor + 1) + 1;
+  c.long_list = cv.take<uint32_t>(c.long_cap);
+  c.tok = cv.take<int32_t>(size_t(n) + 1);
+  c.aux = cv.take<int32_t>(size_t(n) + 1);
+  c.scratch = per_word_alg ? nullptr : cv.take<int32_t>(size_t(n) * 4);  // blockbpe: 16 B/B
+  c.unit_ends = cv.take<uint32_t>(n_units);
+  c.block_sums = cv.take<uint32_t>(2 * size_t(kMaxCoopBlocks));
+  c.tile_sums = cv.take<uint32_t>(compact_tile_sums(n));
+  c.memo = memo_n ? cv.take<unsigned long long>(memo_n) : nullptr;
+  c.memo_mask = memo_n ? memo_n - 1 : 0;
+  c.phase_ns = tuning.profile ? cv.take<uint64_t>(kCoopStamps) : nullptr;
+  c.cub_temp = cv.take<char>(cub_bytes);
+  c.cub_bytes = cub_bytes;
+  c.ids_out = reinterpret_cast<int32_t*>(c.piece_starts);
+  c.n = n;
+  c.n_units = uint32_t(n_units);
+}
 
-  // Stage input: text (+16 zero bytes), unit offsets, CPU pieces.
-  const size_t in_bytes = in_text + (n_units + 1) * 4 + 4 + size_t(n_pieces_host) * 4;
-  S.pin_in.ensure(in_bytes, S.counters.pinned_allocs);
-  char* hin = S.pin_in.base();
-  const auto t_prep = clk::now();
-  parallel_copy(copy_pool_for(S.pool, o.copy_threads, n), src, hin);
-  const auto t_staged = clk::now();
+size_t GpuEncoder::Impl::lane_bytes(uint32_t n, size_t n_units, Algorithm algorithm,
+                                    bool gpu_pretok) const {
+  EncodeLane probe;
+  Carver measure(nullptr);
+  lay_out(measure, probe, n, n_units, algorithm, gpu_pretok);
+  return (measure.used() + 255) & ~size_t(255);
+}
+
+// Host staging of a chunk: the text (+16 zero bytes), unit offsets and, with CPU
+// pretokenization, the pieces, into the lane's pinned buffer; then the uploads.
+void GpuEncoder::Impl::stage_chunk(EncodeSlot& S, EncodeLane& L, const GpuOptions& o,
+                                   bool gpu_pretok, CallTimes& t) {
+  using clk = std::chrono::steady_clock;
+  const ChunkDev& c = L.c;
+  const uint32_t n = c.n;
+  const size_t nu = L.n_units;
+  uint32_t n_pieces_host = 0;
+  if (!gpu_pretok) {  // pieces found here, merged there
+    L.pieces.clear();
+    const UnicodeTableView uni = unicode_table();
+    for (size_t u = 0; u < nu; ++u)
+      pretokenize(uni, reinterpret_cast<const uint8_t*>(L.src[u].first), L.src[u].second, L.pieces,
+                  L.unit_off[u]);
+    n_pieces_host = uint32_t(L.pieces.size());
+  }
+  L.n_pieces_host = n_pieces_host;
+  const size_t in_text = (size_t(n) + 16 + 15) & ~size_t(15);
+  const size_t in_bytes = in_text + (nu + 1) * 4 + 4 + size_t(n_pieces_host) * 4;
+  L.pin_in.ensure(in_bytes, S.counters.pinned_allocs);
+  char* hin = L.pin_in.base();
+  const auto t_copy = clk::now();
+  parallel_copy(copy_pool_for(S.pool, o.copy_threads, n), L.src, hin);
+  t.stage += std::chrono::duration<double, std::micro>(clk::now() - t_copy).count();
   std::memset(hin + n, 0, in_text - n);
-  std::memcpy(hin + in_text, unit_off.data(), (n_units + 1) * 4);
-  GPUTOK_CUDA(cudaMemcpyAsync(const_cast<uint8_t*>(c.text), hin, in_text + (n_units + 1) * 4,
-                              cudaMemcpyHostToDevice, S.stream));
-  if (!fused)  // the fused kernel zeroes its counters itself
-    GPUTOK_CUDA(cudaMemsetAsync(c.counters, 0, 16 * sizeof(uint32_t), S.stream));
+  std::memcpy(hin + in_text, L.unit_off.data(), (nu + 1) * 4);
+  GPUTOK_CUDA(cudaMemcpyAsync(const_cast<uint8_t*>(c.text), hin, in_text + (nu + 1) * 4,
+                              cudaMemcpyHostToDevice, L.stream));
+  if (!L.fused)  // the fused kernel zeroes its counters itself
+    GPUTOK_CUDA(cudaMemsetAsync(c.counters, 0, 16 * sizeof(uint32_t), L.stream));
   if (!gpu_pretok) {
-    uint32_t* hp = reinterpret_cast<uint32_t*>(hin + in_text + (n_units + 1) * 4);
+    uint32_t* hp = reinterpret_cast<uint32_t*>(hin + in_text + (nu + 1) * 4);
     hp[0] = n_pieces_host;
-    for (uint32_t p = 0; p < n_pieces_host; ++p) hp[1 + p] = S.pieces[p].start;
-    GPUTOK_CUDA(cudaMemcpyAsync(c.counters, hp, 4, cudaMemcpyHostToDevice, S.stream));
+    for (uint32_t p = 0; p < n_pieces_host; ++p) hp[1 + p] = L.pieces[p].start;
+    GPUTOK_CUDA(cudaMemcpyAsync(c.counters, hp, 4, cudaMemcpyHostToDevice, L.stream));
     GPUTOK_CUDA(cudaMemcpyAsync(c.piece_starts, hp + 1, size_t(n_pieces_host) * 4,
-                                cudaMemcpyHostToDevice, S.stream));
+                                cudaMemcpyHostToDevice, L.stream));
   }
+}
 
-  const size_t head = 64 + ((n_units * 4 + 63) & ~size_t(63));
-  S.pin_out.ensure(head + (small || n <= kDirectMaxBytes ? size_t(n) * 4 : 0),
+// Stages and launches one chunk on lane L, whose device buffers start at `dev`, and queues
+// the copies back of its counts (and of a small chunk's ids). Nothing here waits for the GPU.
+void GpuEncoder::Impl::submit_chunk(EncodeSlot& S, EncodeLane& L, char* dev, const GpuOptions& o,
+                                    const std::vector<std::string_view>& segments,
+                                    const ChunkUnit* units, size_t n_units, Algorithm algorithm,
+                                    CallTimes& t) {
+  using clk = std::chrono::steady_clock;
+  const auto t0 = clk::now();
+  L.src.clear();
+  L.unit_off.assign(n_units + 1, 0);
+  uint32_t off = 0;
+  for (size_t u = 0; u < n_units; ++u) {
+    L.unit_off[u] = off;
+    L.src.emplace_back(segments[units[u].seg].data() + units[u].begin,
+                       units[u].end - units[u].begin);
+    off += uint32_t(units[u].end - units[u].begin);
+  }
+  L.unit_off[n_units] = off;
+  L.n_units = n_units;
+  L.empty = off == 0;
+  if (L.empty) return;
+  const bool gpu_pretok = o.gpu_pretokenize;
+  Carver cv(dev);
+  lay_out(cv, L, off, n_units, algorithm, gpu_pretok);
+  stage_chunk(S, L, o, gpu_pretok, t);
+  const uint32_t n = off;
+  L.head = 64 + ((n_units * 4 + 63) & ~size_t(63));
+  L.pin_out.ensure(L.head + (L.small || n <= kDirectMaxBytes ? size_t(n) * 4 : 0),
                    S.counters.pinned_allocs);
-  const bool direct = !small && n <= kDirectMaxBytes && S.pin_out.device_base() && direct_output;
-  if (direct) c.ids_out = reinterpret_cast<int32_t*>(S.pin_out.device_base() + head);
+  L.direct = !L.small && n <= kDirectMaxBytes && L.pin_out.device_base() && tuning.direct_output;
+  if (L.direct) L.c.ids_out = reinterpret_cast<int32_t*>(L.pin_out.device_base() + L.head);
   // The fused kernel also writes the counts and unit ends there: no copies back at all.
-  const bool direct_head = direct && fused;
-  if (direct_head) c.host_head = reinterpret_cast<uint32_t*>(S.pin_out.device_base());
+  L.direct_head = L.direct && L.fused;
+  if (L.direct_head) L.c.host_head = reinterpret_cast<uint32_t*>(L.pin_out.device_base());
+  enqueue_kernels(S, L, algorithm, gpu_pretok);
+  // Counters and unit ends first (the token count sizes the ids copy). A small chunk copies
+  // ids for the worst case (n tokens, <= 4 KB) in the same round trip; a direct chunk's
+  // scatter kernel has already written them into the lane's pin_out.
+  if (!L.direct_head) {
+    GPUTOK_CUDA(cudaMemcpyAsync(L.pin_out.base(), L.c.counters, 16 * sizeof(uint32_t),
+                                cudaMemcpyDeviceToHost, L.stream));
+    GPUTOK_CUDA(cudaMemcpyAsync(L.pin_out.base() + 64, L.c.unit_ends, n_units * 4,
+                                cudaMemcpyDeviceToHost, L.stream));
+  }
+  if (L.small)
+    GPUTOK_CUDA(cudaMemcpyAsync(L.pin_out.base() + L.head, L.c.ids_out, size_t(n) * 4,
+                                cudaMemcpyDeviceToHost, L.stream));
+  L.t_submit_us = std::chrono::duration<double, std::micro>(clk::now() - t0).count();
+  t.submit += L.t_submit_us;
+}
 
-  const bool graph = use_graph && !small && !fused;
+void GpuEncoder::Impl::enqueue_kernels(EncodeSlot& S, EncodeLane& L, Algorithm algorithm,
+                                       bool gpu_pretok) {
+  const ChunkDev& c = L.c;
+  L.graph = tuning.graph && !L.small && !L.fused;
   // Inside a capture an event record is only a dependency unless marked external; the
   // per-stage profile events are left out of graphs.
-  const bool prof = profile && !graph;
+  const bool prof = tuning.profile && !L.graph;
+  const bool graph = L.graph;
   auto record = [&](cudaEvent_t e) {
-    GPUTOK_CUDA(graph ? cudaEventRecordWithFlags(e, S.stream, cudaEventRecordExternal)
-                      : cudaEventRecord(e, S.stream));
+    GPUTOK_CUDA(graph ? cudaEventRecordWithFlags(e, L.stream, cudaEventRecordExternal)
+                      : cudaEventRecord(e, L.stream));
   };
   auto enqueue = [&] {
-    record(S.ev0);
+    record(L.ev0);
     int launches = 0;
     const VocabView v = tables.vocab();
-    const PieceCacheView cache = use_cache ? tables.cache() : PieceCacheView{};
-    // Small and mid-size chunks: the whole per_word pipeline in one launch.
-    if (small || fused) {
-      launches +=
-          small ? launch_fused_small(c, tables.unicode(), v, cache, S.stream)
-                : launch_fused_cooperative(c, tables.unicode(), v, cache, per_word.warp_min_for(n),
-                                           per_word.multi_rank, coop_blocks, S.stream);
-      if (prof) {
-        GPUTOK_CUDA(cudaEventRecord(S.ev_pre, S.stream));
-        GPUTOK_CUDA(cudaEventRecord(S.ev_mid, S.stream));
-        GPUTOK_CUDA(cudaEventRecord(S.ev_merge, S.stream));
-      }
+    const PieceCacheView cache = tuning.piece_cache ? tables.cache() : PieceCacheView{};
+    if (L.small || L.fused) {  // the whole per_word pipeline in one launch
+      launches += L.small ? launch_fused_small(c, tables.unicode(), v, cache, L.stream)
+                          : launch_fused_cooperative(c, tables.unicode(), v, cache,
+                                                     per_word.warp_min_for(c.n),
+                                                     per_word.multi_rank, coop_blocks, L.stream);
+      if (prof)
+        for (cudaEvent_t e : {L.ev_pre, L.ev_mid, L.ev_merge})
+          GPUTOK_CUDA(cudaEventRecord(e, L.stream));
     } else {
-      if (gpu_pretok)
-        launches += launch_pretokenize(c, tables.unicode(), S.stream);
+      launches += gpu_pretok ? launch_pretokenize(c, tables.unicode(), L.stream)
+                             : launch_flags_from_pieces(c, L.n_pieces_host, L.stream);
+      if (prof) GPUTOK_CUDA(cudaEventRecord(L.ev_pre, L.stream));
+      if (algorithm == Algorithm::kPerWord)
+        launches += launch_merge_per_word(c, v, cache, n_sms, per_word, L.stream,
+                                          prof ? L.ev_mid : nullptr);
       else
-        launches += launch_flags_from_pieces(c, n_pieces_host, S.stream);
-      if (prof) GPUTOK_CUDA(cudaEventRecord(S.ev_pre, S.stream));
-      switch (algorithm) {
-        case Algorithm::kPerWord:
-          launches += launch_merge_per_word(c, v, cache, n_sms, per_word, S.stream,
-                                            prof ? S.ev_mid : nullptr);
-          break;
-        case Algorithm::kBlockBpe:
-          launches += launch_merge_blockbpe(c, v, false, n_sms, S.stream);
-          break;
-        case Algorithm::kBlockBpeOptimized:
-          launches += launch_merge_blockbpe(c, v, true, n_sms, S.stream);
-          break;
-      }
-      if (prof) GPUTOK_CUDA(cudaEventRecord(S.ev_merge, S.stream));
-      launches += launch_compact(c, S.stream);
+        launches += launch_merge_blockbpe(c, v, algorithm == Algorithm::kBlockBpeOptimized, n_sms,
+                                          L.stream);
+      if (prof) GPUTOK_CUDA(cudaEventRecord(L.ev_merge, L.stream));
+      launches += launch_compact(c, L.stream);
     }
-    record(S.ev1);
+    record(L.ev1);
     S.counters.launches += uint64_t(launches);
   };
   if (!graph) {
     enqueue();
-  } else {
-    GPUTOK_CUDA(cudaStreamBeginCapture(S.stream, cudaStreamCaptureModeThreadLocal));
-    cudaGraph_t g = nullptr;
-    try {
-      enqueue();
-    } catch (...) {
-      cudaStreamEndCapture(S.stream, &g);
-      if (g) cudaGraphDestroy(g);
+    return;
+  }
+  GPUTOK_CUDA(cudaStreamBeginCapture(L.stream, cudaStreamCaptureModeThreadLocal));
+  cudaGraph_t g = nullptr;
+  try {
+    enqueue();
+  } catch (...) {
+    cudaStreamEndCapture(L.stream, &g);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    throw;
+  }
+  GPUTOK_CUDA(cudaStreamEndCapture(L.stream, &g));
+  if (L.graph_exec) {
+    cudaGraphExecUpdateResultInfo info;
+    if (cudaGraphExecUpdate(L.graph_exec, g, &info) != cudaSuccess) {
       cudaGetLastError();
-      throw;
+      cudaGraphExecDestroy(L.graph_exec);
+      L.graph_exec = nullptr;
     }
-    GPUTOK_CUDA(cudaStreamEndCapture(S.stream, &g));
-    if (S.graph_exec) {
-      cudaGraphExecUpdateResultInfo info;
-      if (cudaGraphExecUpdate(S.graph_exec, g, &info) != cudaSuccess) {
-        cudaGetLastError();
-        cudaGraphExecDestroy(S.graph_exec);
-        S.graph_exec = nullptr;
-      }
-    }
-    const cudaError_t e = S.graph_exec ? cudaSuccess : cudaGraphInstantiate(&S.graph_exec, g, 0);
-    cudaGraphDestroy(g);
-    GPUTOK_CUDA(e);
-    GPUTOK_CUDA(cudaGraphLaunch(S.graph_exec, S.stream));
   }
-
-  // Output: counters and unit ends first (the token count sizes the ids copy). A small
-  // chunk copies ids for the worst case (n tokens, <= 16 KB) in the same round trip; a direct
-  // chunk's scatter kernel has already written them into the slot's pin_out.
-  if (!direct_head) {
-    GPUTOK_CUDA(cudaMemcpyAsync(S.pin_out.base(), c.counters, 16 * sizeof(uint32_t),
-                                cudaMemcpyDeviceToHost, S.stream));
-    GPUTOK_CUDA(cudaMemcpyAsync(S.pin_out.base() + 64, c.unit_ends, n_units * 4,
-                                cudaMemcpyDeviceToHost, S.stream));
-  }
-  if (small)
-    GPUTOK_CUDA(cudaMemcpyAsync(S.pin_out.base() + head, c.ids_out, size_t(n) * 4,
-                                cudaMemcpyDeviceToHost, S.stream));
-  S.wait();
-  const uint32_t total = reinterpret_cast<const uint32_t*>(S.pin_out.base())[2];
-  std::vector<uint32_t> unit_ends(n_units);
-  std::memcpy(unit_ends.data(), S.pin_out.base() + 64, n_units * 4);
-  if (total > n) throw CudaError("GPU encoder produced more tokens than bytes");
-  size_t ids_at = head;
-  if (!small && !direct && total) {
-    ids_at = 0;
-    S.pin_out.ensure(size_t(total) * 4, S.counters.pinned_allocs);
-    GPUTOK_CUDA(cudaMemcpyAsync(S.pin_out.base(), c.ids_out, size_t(total) * 4,
-                                cudaMemcpyDeviceToHost, S.stream));
-    S.wait();
-  }
-  const auto t_synced = clk::now();
-  float ms = 0.0f;
-  GPUTOK_CUDA(cudaEventElapsedTime(&ms, S.ev0, S.ev1));
-  copy_out(copy_pool_for(S.pool, o.copy_threads, size_t(total) * 4),
-           reinterpret_cast<const int32_t*>(S.pin_out.base() + ids_at), total, units,
-           unit_ends.data(), n_units, out);
-  out.tokens += total;
-  if (profile && !graph) {
-    std::string stages;  // the fused kernel's own split, from its timestamps
-    if (fused) {
-      uint64_t t[kCoopStamps];
-      GPUTOK_CUDA(cudaMemcpy(t, c.phase_ns, sizeof t, cudaMemcpyDeviceToHost));
-      static const char* names[kCoopStamps - 1] = {"zero",  "units", "flags", "starts", "pieces",
-                                                   "warps", "count", "ids",   "ends"};
-      stages = " [fused:";
-      for (int k = 1; k < kCoopStamps; ++k)
-        stages += " " + std::string(names[k - 1]) + " " +
-                  std::to_string(double(t[k] - t[k - 1]) / 1e3).substr(0, 5);
-      stages += " us]";
-    }
-    float pre = 0, merge = 0, shortm = 0;
-    GPUTOK_CUDA(cudaEventElapsedTime(&pre, S.ev0, S.ev_pre));
-    GPUTOK_CUDA(cudaEventElapsedTime(&merge, S.ev_pre, S.ev_merge));
-    if (algorithm == Algorithm::kPerWord)
-      GPUTOK_CUDA(cudaEventElapsedTime(&shortm, S.ev_pre, S.ev_mid));
-    auto us = [](clk::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
-    std::fprintf(stderr,
-                 "[gputok gpu] %u bytes %zu units %u tokens: prep %.0f us, staging %.0f us, "
-                 "h2d+kernels+d2h %.0f us (kernels %.0f us: pretok %.0f, merge %.0f [short %.0f], "
-                 "compact %.0f)%s, copy-out %.0f us, algorithm %d\n",
-                 n, n_units, total, us(t_prep - t_start), us(t_staged - t_prep),
-                 us(t_synced - t_staged), ms * 1e3, pre * 1e3, merge * 1e3, shortm * 1e3,
-                 (ms - pre - merge) * 1e3, stages.c_str(), us(clk::now() - t_synced),
-                 int(algorithm));
-  }
-  for (size_t u = 0; u < n_units; ++u)
-    if (units[u].last) ends.push_back(base + int64_t(unit_ends[u]));
-  return ms;
+  const cudaError_t e = L.graph_exec ? cudaSuccess : cudaGraphInstantiate(&L.graph_exec, g, 0);
+  cudaGraphDestroy(g);
+  GPUTOK_CUDA(e);
+  GPUTOK_CUDA(cudaGraphLaunch(L.graph_exec, L.stream));
 }
 
+// Waits for lane L's chunk and brings its ids into the lane's pinned buffer: one sync for a
+// small or direct chunk, two otherwise (the count sizes the ids copy).
+ChunkIds GpuEncoder::Impl::collect_chunk(EncodeSlot& S, EncodeLane& L, Algorithm algorithm,
+                                         float& ms, CallTimes& t) {
+  L.unit_ends.assign(L.n_units, 0);
+  if (L.empty) return ChunkIds{nullptr, 0, L.unit_ends.data()};
+  using clk = std::chrono::steady_clock;
+  const auto t0 = clk::now();
+  L.wait();
+  const uint32_t total = reinterpret_cast<const uint32_t*>(L.pin_out.base())[2];
+  std::memcpy(L.unit_ends.data(), L.pin_out.base() + 64, L.n_units * 4);
+  if (total > L.c.n) throw CudaError("GPU encoder produced more tokens than bytes");
+  size_t ids_at = L.head;
+  if (!L.small && !L.direct && total) {
+    ids_at = 0;
+    L.pin_out.ensure(size_t(total) * 4, S.counters.pinned_allocs);
+    GPUTOK_CUDA(cudaMemcpyAsync(L.pin_out.base(), L.c.ids_out, size_t(total) * 4,
+                                cudaMemcpyDeviceToHost, L.stream));
+    L.wait();
+  }
+  const double wait_us = std::chrono::duration<double, std::micro>(clk::now() - t0).count();
+  t.wait += wait_us;
+  GPUTOK_CUDA(cudaEventElapsedTime(&ms, L.ev0, L.ev1));
+  if (tuning.profile && !L.graph) print_chunk(L, total, ms, algorithm, wait_us);
+  return ChunkIds{reinterpret_cast<const int32_t*>(L.pin_out.base() + ids_at), total,
+                  L.unit_ends.data()};
+}
+
+// GpuTuning::profile: one line per chunk on stderr (kernel times from the lane's events).
+void GpuEncoder::Impl::print_chunk(EncodeLane& L, uint32_t total, float ms, Algorithm algorithm,
+                                   double wait_us) {
+  std::string stages;  // the fused kernel's own split, from its timestamps
+  if (L.fused) {
+    uint64_t ts[kCoopStamps];
+    GPUTOK_CUDA(cudaMemcpy(ts, L.c.phase_ns, sizeof ts, cudaMemcpyDeviceToHost));
+    static const char* names[kCoopStamps - 1] = {"zero",  "units", "flags", "starts", "pieces",
+                                                 "warps", "count", "ids",   "ends"};
+    stages = " [fused:";
+    for (int k = 1; k < kCoopStamps; ++k)
+      stages += " " + std::string(names[k - 1]) + " " +
+                std::to_string(double(ts[k] - ts[k - 1]) / 1e3).substr(0, 5);
+    stages += " us]";
+  }
+  float pre = 0, merge = 0, shortm = 0;
+  GPUTOK_CUDA(cudaEventElapsedTime(&pre, L.ev0, L.ev_pre));
+  GPUTOK_CUDA(cudaEventElapsedTime(&merge, L.ev_pre, L.ev_merge));
+  if (algorithm == Algorithm::kPerWord)
+    GPUTOK_CUDA(cudaEventElapsedTime(&shortm, L.ev_pre, L.ev_mid));
+  std::fprintf(stderr,
+               "[gputok gpu] %u bytes %zu units %u tokens: submit %.0f us, wait %.0f us "
+               "(kernels %.0f us: pretok %.0f, merge %.0f [short %.0f], compact %.0f)%s, "
+               "algorithm %d\n",
+               L.c.n, L.n_units, total, L.t_submit_us, wait_us, ms * 1e3, pre * 1e3, merge * 1e3,
+               shortm * 1e3, (ms - pre - merge) * 1e3, stages.c_str(), int(algorithm));
+}
 }  // namespace gputok

@@ -138,15 +138,18 @@ int main(int argc, char** argv) {
     texts.push_back(para);
   }
   int failures = bad ? 1 : 0;
-  // Three runs: the texts as they are (one chunk under 4 KB: per_word's fused one-block
-  // path), repeated 10x (~20 KB: the fused cooperative path), and repeated 10x with the fused
-  // path off (GPUTOK_GPU_FUSED_MAX=0: the multi-kernel pipeline).
-  for (int run = 0; run < 3; ++run) {
+  // Four runs: the texts as they are (one chunk under 4 KB: per_word's fused one-block
+  // path), repeated 10x (~20 KB: the fused cooperative path), repeated 10x with the fused
+  // path off (GpuTuning::fused_max_bytes 0: the multi-kernel pipeline), and repeated 10x in
+  // chunks of 4 KiB, two lanes in flight (the large-call pipeline, stitched).
+  for (int run = 0; run < 4; ++run) {
     const int rep = run == 0 ? 1 : 10;
-    if (run == 2)
-      setenv("GPUTOK_GPU_FUSED_MAX", "0", 1);
-    else
-      unsetenv("GPUTOK_GPU_FUSED_MAX");
+    GpuTuning tuning;
+    if (run == 2) tuning.fused_max_bytes = 0;
+    if (run == 3) {
+      tuning.chunk_bytes = 4096;
+      tuning.lanes = 2;
+    }
     std::vector<std::string_view> segs;
     for (int r = 0; r < rep; ++r) segs.insert(segs.end(), texts.begin(), texts.end());
     size_t bytes = 0;
@@ -167,7 +170,7 @@ int main(int argc, char** argv) {
       for (bool gpu_pretok : {true, false}) {
         GpuOptions o;
         o.gpu_pretokenize = gpu_pretok;
-        GpuEncoder g(vocab, o);
+        GpuEncoder g(vocab, o, tuning);
         IdVector ids;
         std::vector<int64_t> ends;
         GpuOutput out;
