@@ -30,7 +30,7 @@
 // differs. Data another block wrote before a barrier is read with __ldcg (L2), never from a
 // possibly stale L1 line.
 //
-// Performance notes (H200, 2026-11-22 05:39 UTC, GPUTOK_GPU_PROFILE=1, one 76 KB sequence):
+// Performance notes (H200, 2026-11-22 05:39 UTC, GpuTuning::profile, one 76 KB sequence):
 // kernel 0.070 ms (0.096 for the multi-kernel pipeline): zeroing + unit starts 2.5 us, flags
 // 8.7, piece list 2.7, one-thread pieces 17, warp pieces 25 (its critical path: CJK runs of
 // ~100 bytes, 3-4 passes each, every pass a few dependent pair-table loads), compaction 5.
@@ -73,7 +73,7 @@ struct CoopShared {
   uint8_t F[kCoopWarps][kCoopWarpCap];
 };
 
-// GPUTOK_GPU_PROFILE=1: block 0 stamps the global timer (ns) at the start and after every
+// GpuTuning::profile: block 0 stamps the global timer (ns) at the start and after every
 // barrier, so the profile line can split the kernel by stage.
 __device__ __forceinline__ void stamp(const ChunkDev& c, int k) {
   if (c.phase_ns && blockIdx.x == 0 && threadIdx.x == 0) {

@@ -92,12 +92,12 @@ constexpr int kShortPiece = 32;
 // thread's O(len^2) loop over up to 32 bytes is the latency tail of mid-size inputs.
 constexpr int kWarpMinFloor = 4;  // sizes long_list: at most n / (kWarpMinFloor + 1) entries
 struct PerWordOptions {
-  bool split = true;  // cache hits and the merge loop in two kernels (GPUTOK_GPU_NO_SPLIT=1: one)
-  bool multi_rank = true;  // multi-rank passes for warp pieces (GPUTOK_GPU_SINGLE_RANK=1: off)
-  int warp_min = 16;       // GPUTOK_GPU_WARP_MIN; 32 = only pieces over kShortPiece
+  bool split = true;       // cache hits and the merge loop in two kernels (GpuTuning::split_misses)
+  bool multi_rank = true;  // multi-rank passes for warp pieces (GpuTuning::multi_rank)
+  int warp_min = 16;       // GpuTuning::warp_min; 32 = only pieces over kShortPiece
   // Chunks of at most small_bytes use warp_min_small: a small input cannot fill the GPU
   // with one-thread pieces, so its slowest thread is the latency; a big one is throughput.
-  int warp_min_small = 8;  // GPUTOK_GPU_WARP_MIN_SMALL
+  int warp_min_small = 8;  // GpuTuning::warp_min_small
   uint32_t small_bytes = uint32_t(1) << 20;
   int long_blocks_per_sm = 4;  // set from per_word_long_blocks_per_sm() by the encoder
   // The warp threshold in force for a chunk of n bytes.
@@ -159,11 +159,11 @@ inline uint32_t snappy_jump_levels(uint32_t segments) {
   return r;
 }
 // How the streams are cut and decoded; the defaults are the measured best, the environment
-// overrides them for ablations (gpu_encoder.cu: GPUTOK_SNAPPY_SEGMENT, GPUTOK_SNAPPY_DECODE).
+// overrides them for ablations (GpuTuning::snappy_segment_bytes, ::snappy_decode).
 // The fragment decode: lanes parse 32 bytes at once into shared memory (windowed), the same
 // straight into the output (global), or every lane on one tag at a time (tagwise).
 enum class SnappyDecode { kWindowed, kGlobal, kTagwise };
-// Their names, in that order (GPUTOK_SNAPPY_DECODE, the profile's lines).
+// Their names, in that order (GpuTuning::snappy_decode, the profile's lines).
 inline constexpr const char* kSnappyDecodeNames[] = {"windowed", "global", "tagwise"};
 struct SnappyOptions {
   uint32_t seg_shift = kSnappySegmentShift;  // input segment of the walks: 2^seg_shift bytes

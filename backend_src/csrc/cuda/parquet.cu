@@ -22,11 +22,11 @@
 //   4. decode: one warp per fragment, into shared memory, then copied out coalesced. The
 //      lanes parse 32 input bytes at once ("windowed", below); the older decode, every lane
 //      on the same tag, and one straight into the output are kept as the ablations
-//      GPUTOK_SNAPPY_DECODE=tagwise and =global.
+//      GpuTuning::snappy_decode tagwise and =global.
 // A stream whose tags or copies cross the 64 KiB fragments (another encoder) is decoded by one
 // warp in global memory from start to end (snappy_decode_sequential_kernel): slower, exact.
 //
-// Performance notes (H200, 2026-11-24, bench/bench_parquet.py, GPUTOK_GPU_PROFILE=1; one call
+// Performance notes (H200, 2026-11-24, bench/bench_parquet.py, GpuTuning::profile; one call
 // of 9-13 MB compressed, 5 pages, 285-414 fragments of the bench corpus; docs/benchmarks.md
 // "snappy on the GPU, windowed and concurrent"): launch to sync 2.6-3.8 ms, from 6.5-9.6
 // (2026-11-23):
@@ -40,7 +40,7 @@
 //     Per warp it is still latency-bound (ncu: 7.5 cycles per issued instruction, 2 warps per
 //     SM; a call has only ~300 fragments), so decodes from different threads run at once on
 //     streams of their own (gpu_encoder.cu, SnappySlot). Decoding straight into the output
-//     instead of shared memory (GPUTOK_SNAPPY_DECODE=global: no limit of 3 blocks an SM)
+//     instead of shared memory (GpuTuning::snappy_decode global: no limit of 3 blocks an SM)
 //     made a fragment slower (1.9 ms for ~300 against 1.5, before the last two changes) and the
 //     corpus the same (3.46 vs 3.41 GB/s).
 // One process (85 MB of text in 4 files): 2.4-2.9 GB/s at 0.35-0.43 CPU s per GB (Arrow on
@@ -445,7 +445,7 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
   const uint64_t in_n = fr.in_n;
   // The fragment's output: in shared memory (64 KiB a block, so 3 blocks an SM), or straight
   // in the pages' buffer, where copies read it back through L1/L2 but any number of
-  // fragments decode at once (GPUTOK_SNAPPY_DECODE=global).
+  // fragments decode at once (GpuTuning::snappy_decode global).
   uint8_t* frag_buf = kInShared ? frag_smem : fr.out;
   const uint32_t len = fr.len;
   uint64_t ip = fr.ip;
