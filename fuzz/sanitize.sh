@@ -24,15 +24,15 @@ cmake -S backend_src -B "$BUILD" -DGPUTOK_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDeb
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DPython_EXECUTABLE="$VPY" -Dpybind11_DIR="$($VPY -c 'import pybind11; print(pybind11.get_cmake_dir())')" \
   >"$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; exit 1; }
-cmake --build "$BUILD" --target _core -j "$(nproc)" >"$BUILD/build.log" 2>&1 ||
+cmake --build "$BUILD" -j "$(nproc)" >"$BUILD/build.log" 2>&1 ||
   { tail -50 "$BUILD/build.log"; exit 1; }
 
-# The staged package: the sources' .py files (linked) and the sanitized _core.
+# The staged package: the sources (linked) and every sanitized extension module of the build.
 rm -rf "$STAGE" && mkdir -p "$STAGE/gputok"
 for f in backend_src/gputok/*; do
-  case $f in *_core*.so) ;; *) ln -s "$ROOT/$f" "$STAGE/gputok/" ;; esac
+  case $f in *.so) ;; *) ln -s "$ROOT/$f" "$STAGE/gputok/" ;; esac
 done
-cp "$BUILD"/_core*.so "$STAGE/gputok/"
+cp "$BUILD"/*.so "$STAGE/gputok/"
 
 asan=$(g++ -print-file-name=libasan.so)
 ubsan=$(g++ -print-file-name=libubsan.so)
