@@ -190,7 +190,7 @@ def main() -> int:
             check_merge_and_utf8(tok, ref, rng, b)
         if i % 8 == 0:
             check_batch_and_decode(tok, ref, rng, b)
-        if i % 64 == 3:
+        if i % 1024 == 3:  # ~0.1-0.5 s each under ASan: completions of a trailing space
             check_tiktoken_api(tok, ref, b)
 
     return run("fuzz_tokenizer", one, args)

@@ -281,12 +281,14 @@ class EncodingAPI:
         while point < len(sorted_bytes) and sorted_bytes[point].startswith(unstable):
             out.add((ranks[sorted_bytes[point]],))
             point += 1
+        straddling = []
         for i in range(1, len(unstable)):
             prefix, suffix = unstable[:i], unstable[i:]
             point = bisect.bisect_left(sorted_bytes, suffix)
             while point < len(sorted_bytes) and sorted_bytes[point].startswith(suffix):
-                out.add(self._straddling(prefix + sorted_bytes[point], len(unstable)))
+                straddling.append(prefix + sorted_bytes[point])
                 point += 1
+        out.update(self._straddling(straddling, len(unstable)))
         if len(unstable) > 1:
             char, size = _last_char(unstable)
             if len(unstable) - size > 0 and char is not None and _rust_is_whitespace(char):
@@ -294,19 +296,39 @@ class EncodingAPI:
                 out.add(tuple(self._byte_pair_encode(head) + self._byte_pair_encode(last)))
         return out
 
-    def _straddling(self, possibility: bytes, need: int) -> tuple[int, ...]:
-        """The leading tokens of ``possibility`` that cover ``need`` bytes."""
-        try:
-            encoded = self.encode_ordinary(possibility.decode("utf-8"))
-        except UnicodeDecodeError:
-            encoded = self._byte_pair_encode(possibility)
-        seq, covered = [], 0
-        for token in encoded:
-            seq.append(token)
-            covered += len(self.decode_single_token_bytes(token))
-            if covered >= need:
-                break
-        return tuple(seq)
+    def _straddling(self, possibilities: list[bytes], need: int) -> list[tuple[int, ...]]:
+        """For each possibility, the leading tokens that cover ``need`` bytes: of its ordinary
+        encoding where it is UTF-8 text, of its BPE without pretokenization where it is not (as
+        tiktoken does). The texts go through one batch call: a one-byte suffix such as " "
+        starts ~30,000 tokens, and a call each cost ~1 s in all."""
+        texts, encodings = [], {}
+        for k, p in enumerate(possibilities):
+            try:
+                texts.append((k, p.decode("utf-8")))
+            except UnicodeDecodeError:
+                encodings[k] = self._byte_pair_encode(p)
+        batch = self.encode_ordinary_batch([t for _, t in texts]) if texts else []
+        for (k, _), ids in zip(texts, batch, strict=True):
+            encodings[k] = ids
+        lengths = self._token_lengths
+        out = []
+        for k in range(len(possibilities)):
+            seq, covered = [], 0
+            for token in encodings[k]:
+                seq.append(token)
+                covered += lengths[token]
+                if covered >= need:
+                    break
+            out.append(tuple(seq))
+        return out
+
+    @functools.cached_property
+    def _token_lengths(self) -> list[int]:
+        """Byte length of each ordinary token, by id (0 for specials and gaps)."""
+        lengths = [0] * self.n_vocab
+        for token_bytes, token in self._mergeable_ranks.items():
+            lengths[token] = len(token_bytes)
+        return lengths
 
     def _byte_pair_encode(self, piece: bytes) -> list[int]:
         """BPE of raw bytes with no pretokenization (tiktoken's byte_pair_encode)."""
