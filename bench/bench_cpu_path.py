@@ -44,7 +44,8 @@ for p in (REPO / "bench", REPO / "tests"):
 SIZES = (64, 256, 1024, 4096, 16384, 65536, 1 << 20)
 BENCH_JSONL = [
     REPO / ".cache" / "corpus" / "corpus-bench.jsonl",
-    Path("/work/main/.cache/corpus/corpus-bench.jsonl"),
+    # another checkout's copy, e.g. the main worktree's, to skip a rebuild of the corpus
+    *([Path(os.environ["GPUTOK_BENCH_JSONL"])] if os.environ.get("GPUTOK_BENCH_JSONL") else []),
 ]
 
 

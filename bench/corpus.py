@@ -131,7 +131,7 @@ QUOTAS: dict[str, dict[str, int | None]] = {
         "man-fr": 350_000,
         "man-pl": 350_000,
     },
-    # ~85 MB (issue 4 needs >= 64 MB). linux-doc is capped at 20 MB so English reST does
+    # ~85 MB (the GPU batch figures need >= 64 MB). linux-doc is capped at 20 MB so English reST does
     # not dominate and the xz bundle stays ~15 MB (the GPU machine's carry limit is 64 MiB).
     "bench": {s.name: (20_000_000 if s.name == "linux-doc" else None) for s in SOURCES},
 }

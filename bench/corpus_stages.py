@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where one corpus worker's host time goes, per stage, on one thread (issue 7).
+"""Where one corpus worker's host time goes, per stage, on one thread.
 
 Reads Parquet shards of the bench corpus the way ``gputok corpus`` does, then runs each
 batch through the stages of ``tokenize_shard`` one after another (no overlap), timing wall

@@ -8,8 +8,8 @@ model in some versions; 2.49.0 did not here, but its report (the `.log` next to 
 lists every composing model's server-side latency. The ensemble's server-side overhead over
 its steps is its own average request latency minus the sum of theirs; this script parses the
 logs and writes results/ensemble_overhead.csv next to results/ensemble.csv. Client round
-trips of calling the models one by one are not included. There is no baseline ensemble yet
-(issue 5), so this measures ours only.
+trips of calling the models one by one are not included. There is no baseline ensemble
+yet, so this measures ours only.
 
     python perf_analyzer_configs/ensemble.py --concurrency 1,4
 """

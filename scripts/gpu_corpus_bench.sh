@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Corpus benchmark on the GPU machine in one call (issue 7): gputok corpus on 1..N GPUs with
+# Corpus benchmark on the GPU machine in one call: gputok corpus on 1..N GPUs with
 # 1..P worker processes per GPU, against gigatoken (in one process and on a Dask cluster) and
 # the pipeline with no tokenizer, on tmpfs and on the disk. Needs what scripts/gpu_carry.sh
 # makes: run(carry=[".whl", ".gpucarry", ".carry"], command="bash scripts/gpu_corpus_bench.sh").

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Native profiles of a GPU's corpus workers (issue 7; the GPU machine has no perf or nsys):
+# Native profiles of a GPU's corpus workers (the GPU machine has no perf or nsys):
 # py-spy records two of one GPU's Dask worker processes, Python and native frames of every
 # thread (those waiting too: GIL, GPU, copy pools, queues), during bench_corpus's timed runs.
 # Needs what `bash scripts/gpu_carry.sh whl,build,corpus,profile` makes (py-spy's wheel and an

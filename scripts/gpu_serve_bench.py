@@ -1,5 +1,5 @@
 """Serving benchmark on a GPU machine: our tokenizer vs the TRT-LLM-style baselines, and 1 vs 2
-GPUs (issues 5 and 7), with perf_analyzer, in one call.
+GPUs, with perf_analyzer, in one call.
 
 The GPU image has no tritonclient and numpy 2, so everything travels (docs/serving.md's
 recipe): the slim nvidia-pytriton server, a numpy 1.26.4 wheel for the stub environment and a
@@ -76,7 +76,7 @@ def perf(
 ) -> dict:
     """One perf_analyzer point. With clients > 1, that many perf_analyzer processes run at the
     same time, each at concurrency `conc`: throughput is their sum, p50/p99 the worst client's
-    (one client process may not generate a 2-GPU server's load: issue 7's scaling run)."""
+    (one client process may not generate a 2-GPU server's load: the 1 -> 2 GPU scaling run)."""
     env = dict(os.environ, LD_LIBRARY_PATH=f"{pa}:{os.environ.get('LD_LIBRARY_PATH', '')}")
     paths = [
         csv_path if k == 0 else csv_path.with_suffix(f".client{k}.csv") for k in range(clients)

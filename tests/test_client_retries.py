@@ -1,5 +1,5 @@
-"""gputok-client's retries and failure reporting, without a server (issue 6: a server restart
-in the middle of `tokenize --file`; the end-to-end run is tests/e2e/test_restart.py).
+"""gputok-client's retries and failure reporting, without a server (a server restart in
+the middle of `tokenize --file`; the end-to-end run is tests/e2e/test_restart.py).
 
 A connection failure is retried with backoff and then reported as "unreachable after N
 retries" (exit code 3); an input error is not retried (exit code 2); a failed run writes no

@@ -1,4 +1,4 @@
-"""Fuzzing the native entry points with Hypothesis (issue 6): arbitrary bytes into encode,
+"""Fuzzing the native entry points with Hypothesis: arbitrary bytes into encode,
 arbitrary integers into decode, arbitrary file contents into the three loaders.
 
 The contract checked: bad input raises ValueError and nothing else (for the loaders: exactly

@@ -471,7 +471,7 @@ def test_concurrent_calls_run_on_slots_of_their_own(corpus, tt):
 
 
 def test_whitespace_runs_where_tiktoken_fails(gpus, cpu):
-    """tiktoken panics on ~1M spaces then a letter (REFERENCE.md); HF is the reference."""
+    """tiktoken panics on ~1M spaces then a letter (fancy-regex stack overflow, tiktoken 0.14); HF is the reference."""
     from references import hf_gpt2
 
     hf = hf_gpt2()

@@ -160,7 +160,7 @@ def test_load_tokenizer_from_file(tmp_path):
 
 
 def test_pool_limit_reaches_gputok_on_cuda_only():
-    """pool_limit_bytes (issue 6: a configured cap on device memory) is passed to gputok when
+    """pool_limit_bytes (a configured cap on device memory) is passed to gputok when
     the tokenizer runs on the GPU; on the CPU there is no pool."""
     calls = []
 

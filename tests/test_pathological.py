@@ -1,8 +1,8 @@
 """Pathological inputs: 1 MB runs of one character class, with a generous time bound.
 
 tiktoken 0.14 is the reference where it works; on ~1M whitespace characters followed by a
-non-space it panics (fancy-regex stack overflow), and HF tokenizers is the reference there
-(REFERENCE.md). The bound (10 s) catches quadratic blow-up: O(n^2) at 1 MB is hours.
+non-space it panics (fancy-regex stack overflow), and HF tokenizers is the reference there.
+The bound (10 s) catches quadratic blow-up: O(n^2) at 1 MB is hours.
 """
 
 from __future__ import annotations

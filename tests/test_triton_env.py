@@ -108,7 +108,7 @@ def test_prepare_stub_env_sees_this_environment(tmp_path):
 
 
 def test_port_with_only_time_wait_connections_is_free():
-    """Regression (issue 6): a server that just stopped leaves its closed connections in
+    """Regression: a server that just stopped leaves its closed connections in
     TIME_WAIT on its port; restarting on that port must not be refused as "in use"."""
     with socket.socket() as lst:
         lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as tritonserver does

@@ -1,4 +1,4 @@
-// C++ unit test of the device merge table against the CPU table (issue 4 §1), and a small
+// C++ unit test of the device merge table against the CPU table (every device rank must equal the CPU's), and a small
 // GPU == CPU encode check that compute-sanitizer can run without Python.
 //
 // Build (scripts/gpu_check.sh does): nvcc -std=c++17 -O2 -arch=sm_90 -I backend_src/csrc
