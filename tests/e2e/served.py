@@ -126,23 +126,25 @@ def grpc_stub_killer(port: int) -> str:
     return "answered"
 
 
-def http_raw(port: int, model: str, header: dict, payload: bytes) -> tuple[int, str]:
+def http_raw(
+    port: int, model: str, header: dict, payload: bytes, header_length: object = None
+) -> tuple[int, str]:
     """An HTTP infer request with the binary-tensor extension: JSON header, then raw bytes
-    exactly as given (tritonclient would refuse to build the malformed ones)."""
+    exactly as given (tritonclient would refuse to build the malformed ones). `header_length`
+    replaces the true Inference-Header-Content-Length."""
     import http.client
 
     head = json.dumps(header).encode()
+    if header_length is None:
+        headers = {
+            "Inference-Header-Content-Length": str(len(head)),
+            "Content-Type": "application/octet-stream",
+        }
+    else:
+        headers = {"Inference-Header-Content-Length": str(header_length)}
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        c.request(
-            "POST",
-            f"/v2/models/{model}/infer",
-            head + payload,
-            {
-                "Inference-Header-Content-Length": str(len(head)),
-                "Content-Type": "application/octet-stream",
-            },
-        )
+        c.request("POST", f"/v2/models/{model}/infer", head + payload, headers)
         r = c.getresponse()
         return r.status, r.read().decode("utf-8", "replace")[:300]
     except OSError as e:
