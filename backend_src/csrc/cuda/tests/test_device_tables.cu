@@ -1,5 +1,5 @@
-// C++ unit test of the device merge table against the CPU table (every device rank must equal the CPU's), and a small
-// GPU == CPU encode check that compute-sanitizer can run without Python.
+// C++ unit test of the device merge table against the CPU table (each device rank equals the
+// CPU's), and a small GPU == CPU encode check that compute-sanitizer can run without Python.
 //
 // Build (scripts/gpu_check.sh does): nvcc -std=c++17 -O2 -arch=sm_90 -I backend_src/csrc
 //   backend_src/csrc/cuda/tests/test_device_tables.cu <build>/libgputok_core.a -o
