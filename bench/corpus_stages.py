@@ -89,7 +89,7 @@ def main() -> int:
         if args.min_batch_mb
         else (C.GPU_MIN_BATCH_BYTES if dev == "cuda" else C.MIN_BATCH_BYTES)
     )
-    spec = {"errors": "strict", "skip_empty": False, "num_threads": 0}
+    spec = C.ShardSpec(errors="strict", skip_empty=False, num_threads=0)
     clock = Clock()
     paths = sorted(str(p) for p in Path(inputs).glob("*.parquet"))
     decoder = C._parquet_decoder(args.parquet_decoder, tok)

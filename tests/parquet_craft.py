@@ -162,7 +162,11 @@ def encode_struct(s: dict) -> bytes:
 
 def split_file(data: bytes) -> tuple[bytes, dict]:
     """(everything before the footer, the decoded FileMetaData)."""
+    if len(data) < 12:
+        raise ThriftError("too short for a footer")
     flen = struct.unpack("<I", data[-8:-4])[0]
+    if flen > len(data) - 8:
+        raise ThriftError("footer length past the start")
     footer = data[-8 - flen : -8]
     md, _ = decode_struct(footer)
     return data[: -8 - flen], md
@@ -178,14 +182,16 @@ def column_meta(md: dict, rg: int = 0, col: int = 0) -> dict:
     return md[4][1][1][rg][1][1][1][col][3][1]
 
 
-def pyarrow_file(values, **kw) -> bytes:
+def pyarrow_file(values, nullable: bool = True, **kw) -> bytes:
     import io
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    field = pa.field("text", pa.string(), nullable=nullable)
+    t = pa.Table.from_arrays([pa.array(values, pa.string())], schema=pa.schema([field]))
     b = io.BytesIO()
-    pq.write_table(pa.table({"text": pa.array(values, pa.string())}), b, **kw)
+    pq.write_table(t, b, **kw)
     return b.getvalue()
 
 
@@ -277,3 +283,21 @@ def rle_bomb(repeats: int = 1 << 28, rg_rows: int | None = None, value: bytes = 
         ),
     }
     return join_file(head + chunk, md)
+
+
+def page_type_without_its_header() -> bytes:
+    """A DATA_PAGE_V2 whose type says DATA_PAGE (v1) while it carries only the v2 header:
+    gputok's page reader read it as the v2 page it holds, Arrow as no rows at all, silently
+    (found by fuzz/fuzz_parquet.py, seed 7, input 19027)."""
+    vals = [f"row {i}" for i in range(150)]
+    data = pyarrow_file(
+        vals, nullable=False, data_page_version="2.0", compression="none", use_dictionary=False
+    )
+    _, md = split_file(data)
+    at = column_meta(md)[9][1]  # data_page_offset
+    hdr, end = decode_struct(data, at)
+    assert hdr[1][1] == 3
+    hdr[1] = (I32, 0)
+    new = encode_struct(hdr)
+    assert len(new) == end - at
+    return data[:at] + new + data[end:]

@@ -1,4 +1,4 @@
-"""Corpus tokenization on dask.distributed (gputok/corpus.py, `gputok corpus`), on the CPU.
+"""Corpus tokenization on dask.distributed (gputok.corpus, `gputok corpus`), on the CPU.
 
 A LocalCluster of 2 workers (threads of this process, except the killed-worker test, which
 needs real worker processes) tokenizes small multi-shard corpora in text, JSONL and Parquet.
@@ -148,7 +148,7 @@ def test_jsonl_fast_and_python_paths_agree(client, tmp_path, docs, ref, monkeypa
     with open(inputs / "part0.jsonl", "a") as f:  # Python's json: "\ud800" -> U+FFFD ids
         f.write('{"text": "a\\ud800b"}\n\n   \n')
     fast = run(client, inputs, tmp_path / "fast").manifest
-    monkeypatch.setattr(C, "JSONL_FAST_MAX_BYTES", -1)
+    monkeypatch.setattr(C.readers, "JSONL_FAST_MAX_BYTES", -1)
     slow = run(client, inputs, tmp_path / "slow").manifest
     assert fast == slow
     tokens, offsets = load_shard(tmp_path / "slow", "shard_00000")

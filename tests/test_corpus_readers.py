@@ -1,9 +1,10 @@
-"""gputok/corpus.py's buffer pipeline, in process (no Dask): readers hand Arrow / file buffers
+"""gputok.corpus's buffer pipeline, in process (no Dask): readers hand Arrow / file buffers
 plus document bounds to the tokenizer (no Python object per document); the documents, the
 packing and the shards must be exactly those of the per-document path."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -235,7 +236,7 @@ def test_buffer_path_skips_and_names_invalid_utf8(tmp_path, tok):
     batch = C.Batch(
         None, lambda i: f"doc {i}", 0, b"".join(raw), np.cumsum([0] + [len(r) for r in raw])
     )
-    spec = {"errors": "skip", "skip_empty": True, "num_threads": 1}
+    spec = C.ShardSpec(errors="skip", skip_empty=True, num_threads=1)
     enc = C._encode_batch(spy, batch, spec)
     got = (enc.documents, enc.skipped_invalid_utf8, enc.skipped_empty, enc.text_bytes)
     assert got == (2, 2, 1, len(b"good one") + len(b"fine"))
@@ -247,7 +248,7 @@ def test_buffer_path_skips_and_names_invalid_utf8(tmp_path, tok):
     want = tok.encode("good one") + [EOT] + tok.encode("fine") + [EOT]
     assert enc.ids.dtype == np.uint16 and enc.ids.tolist() == want
     assert enc.offsets.tolist() == [len(tok.encode("good one")) + 1, len(want)]
-    spec["errors"] = "strict"
+    spec = dataclasses.replace(spec, errors="strict")
     with pytest.raises(C.CorpusInputError, match=r"doc 2: invalid UTF-8 at byte 4 of the document"):
         C._encode_batch(spy, batch, spec)
     # Places survive skipping empty documents first: the 5th document is cut mid-character.
@@ -284,16 +285,16 @@ def test_min_batch_bytes_sets_the_smallest_batch(tmp_path):
         def __init__(self, device):
             self.device = device
 
-    assert C._min_batch_bytes({}, Dev("cpu")) == C.MIN_BATCH_BYTES == 1 << 20
-    assert C._min_batch_bytes({}, Dev("cuda")) == C.GPU_MIN_BATCH_BYTES == 4 << 20
-    assert C._min_batch_bytes({"min_batch_bytes": 12345}, Dev("cuda")) == 12345
+    assert C._min_batch_bytes(C.ShardSpec(), Dev("cpu")) == C.MIN_BATCH_BYTES == 1 << 20
+    assert C._min_batch_bytes(C.ShardSpec(), Dev("cuda")) == C.GPU_MIN_BATCH_BYTES == 4 << 20
+    assert C._min_batch_bytes(C.ShardSpec(min_batch_bytes=12345), Dev("cuda")) == 12345
 
 
 def test_one_tokenizer_per_process_shared_by_threads(monkeypatch):
     """Threads of one worker (threads_per_worker > 1) get the same tokenizer object."""
     import threading
 
-    monkeypatch.setattr(C, "_TOKENIZERS", {})
+    monkeypatch.setattr(C.shard, "_TOKENIZERS", {})
     got, barrier = [], threading.Barrier(4)
 
     def get():
@@ -306,7 +307,7 @@ def test_one_tokenizer_per_process_shared_by_threads(monkeypatch):
     for t in threads:
         t.join()
     assert len(got) == 4 and len({id(t) for t in got}) == 1
-    assert list(C._TOKENIZERS) == [("cpu", 0)]
+    assert list(C.shard._TOKENIZERS) == [("cpu", 0)]
 
 
 def test_default_threads_per_worker():
@@ -337,8 +338,8 @@ def test_gpu_cluster_shape_and_gpu_by_worker_name(monkeypatch):
     i mod GPUs. Simulated here (2 GPUs, 16 cores, workers as threads; nothing runs on them)."""
     import distributed
 
-    monkeypatch.setattr(C, "local_gpus", lambda device="auto": 2)
-    monkeypatch.setattr(C, "_cpu_count", lambda: 16)
+    monkeypatch.setattr(C.cluster, "local_gpus", lambda device="auto": 2)
+    monkeypatch.setattr(C.cluster, "_cpu_count", lambda: 16)
     monkeypatch.setitem(sys.modules, "dask_cuda", None)  # plain workers, chosen by name
     for kwargs, workers, threads, gpus in (
         ({}, 4, 4, 2),  # 2 per GPU by default on 16 cores, 4 shards each
@@ -356,7 +357,7 @@ def test_gpu_cluster_shape_and_gpu_by_worker_name(monkeypatch):
         finally:
             C._close_quietly(client, cluster)
 
-    spec = {"device": "cuda", "gpus": 2, "gpu_by_worker_name": True}
+    spec = C.ShardSpec(device="cuda", gpus=2, gpu_by_worker_name=True)
 
     class FakeWorker:
         name = 0
@@ -368,9 +369,9 @@ def test_gpu_cluster_shape_and_gpu_by_worker_name(monkeypatch):
     FakeWorker.name = "tcp://10.0.0.1:4000"  # a remote worker's default name: not a number
     assert C._worker_device_id(spec) == 0
     FakeWorker.name = 3
-    assert C._worker_device_id({**spec, "device": "cpu"}) == 0
-    assert C._worker_device_id({**spec, "gpus": 1}) == 0
-    assert C._worker_device_id({**spec, "gpu_by_worker_name": False}) == 0
+    assert C._worker_device_id(dataclasses.replace(spec, device="cpu")) == 0
+    assert C._worker_device_id(dataclasses.replace(spec, gpus=1)) == 0
+    assert C._worker_device_id(dataclasses.replace(spec, gpu_by_worker_name=False)) == 0
 
 
 def test_local_workers_keep_freed_memory(monkeypatch):

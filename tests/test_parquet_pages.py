@@ -187,7 +187,7 @@ def test_flat_column_after_a_struct_column(tmp_path):
 @pytest.mark.parametrize("group_bytes", [1, 1 << 30])
 def test_row_groups_one_call_or_many(tmp_path, monkeypatch, group_bytes):
     """Row groups decoded one per call or all in one call: the same documents and row names."""
-    monkeypatch.setattr(C, "PAGE_READER_GROUP_BYTES", group_bytes)
+    monkeypatch.setattr(C.parquet, "PAGE_READER_GROUP_BYTES", group_bytes)
     values = _values(500, seed=4)
     p = tmp_path / "a.parquet"
     pq.write_table(pa.table({"text": values}), p, row_group_size=70)
@@ -425,7 +425,7 @@ def test_decoder_modes():
     assert C._parquet_decoder("gputok-gpu", object()) is _core.parquet_decode
     assert C._parquet_decoder("auto", tok) == tok._core.parquet_decode
     assert C._parquet_decoder("auto", object()) is _core.parquet_decode
-    assert C.shard_spec({}, "a", "", "n", "o")["parquet_decoder"] == "auto"
+    assert C.shard_spec({}, "a", "", "n", "o").parquet_decoder == "auto"
     with pytest.raises(ValueError, match="parquet_decoder must be one of"):
         C.tokenize_corpus([], "out", parquet_decoder="fast")
 

@@ -159,6 +159,7 @@ struct Header {
   int32_t type = -1, uncompressed = -1, compressed = -1;
   int32_t num_values = -1, encoding = -1, def_encoding = -1, num_nulls = -1;
   int32_t def_len = 0, rep_len = 0;
+  int16_t sub = 0;  // which type header was read: 5 data v1, 7 dictionary, 8 data v2
   bool is_compressed = true;
 };
 
@@ -212,6 +213,7 @@ Header read_header(Thrift& t) {
       h.compressed = int32_field(t, type);
     } else if ((id == 5 || id == 7 || id == 8) && type == 12) {
       read_page_header(t, id, h);
+      h.sub = id;
     } else {
       t.skip(type);
     }
@@ -354,6 +356,10 @@ ParquetPlan parquet_plan(const uint8_t* chunk, size_t size, ParquetCodec codec, 
     const Header h = read_header(t);
     p = t.pos();
     if (h.type < 0 || h.compressed < 0 || h.uncompressed < 0) corrupt("page header lacks sizes");
+    // A page's type and its type header must agree: a DATA_PAGE carrying only a v2 header
+    // was read here as the v2 page it held, while Arrow read it as no rows at all.
+    if ((h.type == 0 && h.sub != 5) || (h.type == 2 && h.sub != 7) || (h.type == 3 && h.sub != 8))
+      corrupt("page type " + std::to_string(h.type) + " without its header");
     if (h.compressed > end - p) corrupt("page body runs past the chunk");
     const uint8_t* body = p;
     p += h.compressed;

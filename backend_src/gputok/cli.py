@@ -7,6 +7,8 @@ returns the process exit status. Heavy imports (dask, pyarrow) happen inside ``r
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -181,6 +183,9 @@ def _run_corpus(args: argparse.Namespace) -> int:
     from .corpus import CorpusError, tokenize_corpus, unescape_separator
 
     sep = None if args.text_separator is None else unescape_separator(args.text_separator)
+    # SIGTERM ends the run as Ctrl-C does: one line saying what is done and how to resume.
+    with contextlib.suppress(ValueError):  # only the main thread may set it
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         run = tokenize_corpus(
             args.inputs,
@@ -210,6 +215,10 @@ def _run_corpus(args: argparse.Namespace) -> int:
     except (CorpusError, CudaUnavailableError, ValueError, OSError) as e:
         print(f"gputok corpus: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        _quiet_dask()
+        print(f"\ngputok corpus: interrupted; {_shards_done(args)}", file=sys.stderr)
+        return 130
     t = run.manifest["totals"]
     mb = (t["text_bytes"] or 0) / 1e6
     on = f" on {'/'.join(run.devices)}" if run.devices else ""
@@ -220,6 +229,32 @@ def _run_corpus(args: argparse.Namespace) -> int:
         f"manifest: {run.out_dir}/manifest.json"
     )
     return 0
+
+
+def _quiet_dask() -> None:
+    """After an interrupt, the cluster's shutdown logs cancelled tasks and closed comms at
+    ERROR with tracebacks (97 lines for one Ctrl-C): noise once the user has stopped it."""
+    import logging
+
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _shards_done(args: argparse.Namespace) -> str:
+    """'N of M shards done in OUT; run the same command to resume' (the shards whose entry
+    was written: those a rerun keeps after checking them)."""
+    import os
+
+    from .corpus import plan_shards
+
+    try:
+        out = os.path.abspath(args.out)
+        _, paths, _, names = plan_shards(args.inputs, args.format, exclude=out)
+        done = sum(os.path.exists(os.path.join(out, f"{n}.json")) for n in names)
+        of = f"{done} of {len(paths)} shards done in {args.out}; "
+    except (ValueError, OSError):
+        of = ""
+    return of + "run the same command to resume"
 
 
 SUBCOMMANDS: dict[str, tuple[str, Callable, Callable]] = {

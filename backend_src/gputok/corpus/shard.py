@@ -1,0 +1,300 @@
+"""The worker side: one Dask task tokenizes one input file into one shard (tokenize_shard),
+with this process's tokenizer, resuming a shard that still verifies."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ._common import (
+    GPU_MIN_BATCH_BYTES,
+    MAX_ID,
+    MIN_BATCH_BYTES,
+    STAGES,
+    CorpusError,
+    CorpusInputError,
+)
+from .batch import _prefetch
+from .cluster import _cpu_count
+from .encode import _emit, _encode_batch
+from .files import (
+    _early_writeback,
+    _HashedFile,
+    _json_bytes,
+    _load_json,
+    atomic_write_bytes,
+)
+from .manifest import _settings, settings_digest, verify_entry
+from .parquet import _parquet_decoder
+from .readers import read_shard
+from .spec import ShardSpec
+
+_TOKENIZERS: dict = {}
+
+
+_TOK_LOCK = threading.Lock()
+
+
+def _worker_device_id(spec: ShardSpec) -> int:
+    """The GPU of this worker: 0 under dask-cuda (it sets CUDA_VISIBLE_DEVICES per worker,
+    own GPU first); with a plain LocalCluster of one worker per GPU, the worker's name."""
+    gpus = int(spec.gpus or 0)
+    if spec.device == "cpu" or gpus <= 1 or not spec.gpu_by_worker_name:
+        return 0
+    try:
+        from distributed import get_worker
+
+        return int(get_worker().name) % gpus
+    except (ImportError, ValueError, TypeError):
+        return 0
+
+
+def _tokenizer(device: str, device_id: int):
+    """This process's tokenizer for (device, device_id), built once and shared by all its
+    threads: a worker running several shards at once (threads_per_worker > 1) holds one GPU
+    tokenizer (one context), which runs up to 4 of their calls at once, each on a stream and
+    memory pool of its own (GpuEncoder's slots); the CPU tokenizer is safe to call from several
+    threads too."""
+    key = (device, device_id)
+    with _TOK_LOCK:
+        tok = _TOKENIZERS.get(key)
+        if tok is None:
+            import gputok
+
+            # GPU calls sleep while the device works (blocking_sync) instead of spinning: a
+            # worker runs several shards and there may be several workers per GPU, whose
+            # spinning threads took cores from Parquet decoding and hashing.
+            opts = {"device_id": device_id, "blocking_sync": True} if device != "cpu" else {}
+            tok = gputok.gpt2(device=device, **opts)
+            if tok.n_vocab - 1 > MAX_ID:
+                raise CorpusError(f"{tok.name}: {tok.n_vocab} ids do not fit uint16")
+            _TOKENIZERS[key] = tok
+        return tok
+
+
+def sum_stages(results) -> dict:
+    """Per stage (STAGES), the seconds that ``tokenize_shard`` results spent in it, summed
+    (results of verified shards have none), and under "task" the written shards' whole task
+    time: threads x wall time beyond it is scheduling and the run's own start and end."""
+    results = [r for r in results if "stages" in r]
+    out = {st: sum(r["stages"].get(st, 0.0) for r in results) for st in STAGES}
+    out["task"] = sum(r.get("seconds", 0.0) for r in results)
+    return out
+
+
+_IO_READY = False
+
+
+def _worker_io() -> None:
+    """Give Arrow's decoding pool this process's cores, once. Dask's nanny starts workers
+    with OMP_NUM_THREADS=1 (for BLAS), and Arrow sizes its CPU pool from that variable too,
+    so Parquet shards were decoded on one thread per worker: on the H200 host (2026-11-22) a
+    GPU worker spent 5.4 s of its shards' time waiting for the reader against 0.9 s
+    encoding, and ran at 0.30 GB/s where the same pipeline in one process reached 0.76."""
+    global _IO_READY
+    if _IO_READY:
+        return
+    _IO_READY = True
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - optional dependency
+        return
+    if pa.cpu_count() < _cpu_count():
+        pa.set_cpu_count(_cpu_count())
+
+
+def _min_batch_bytes(spec: ShardSpec, tok) -> int:
+    """The run's minimum batch, or by device: GPU_MIN_BATCH_BYTES on the GPU, else
+    MIN_BATCH_BYTES."""
+    if spec.min_batch_bytes is not None:
+        return max(1, int(spec.min_batch_bytes))
+    return GPU_MIN_BATCH_BYTES if getattr(tok, "device", "cpu") == "cuda" else MIN_BATCH_BYTES
+
+
+def warm_worker(device: str = "auto", gpus: int = 0, gpu_by_worker_name: bool = False) -> str:
+    """Build this worker's tokenizer (so timings exclude it); returns its device."""
+    spec = ShardSpec(device=device, gpus=gpus, gpu_by_worker_name=gpu_by_worker_name)
+    return _tokenizer(device, _worker_device_id(spec)).device
+
+
+def _source_stat(path: str) -> dict:
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
+    return {"source_bytes": st.st_size, "source_mtime_ns": st.st_mtime_ns}
+
+
+def _resumable(spec: ShardSpec, entry: dict | None, settings_sha: str) -> bool:
+    if not entry or entry.get("name") != spec.name:
+        return False
+    if entry.get("settings_sha256") != settings_sha or entry.get("source") != spec.source:
+        return False
+    return all(entry.get(k) == v for k, v in _source_stat(spec.path).items())
+
+
+def _maybe_fault(spec: ShardSpec, stage: str) -> None:
+    """Test hook (``_fault``): kill this worker process, or raise, once (marker file)."""
+    fault = spec.fault
+    if not fault or fault.get("shard") != spec.name or fault.get("stage", "mid") != stage:
+        return
+    marker = fault["marker"]
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.close(fd)
+    if fault["mode"] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError(f"injected failure in {spec.name} ({stage})")
+
+
+def tokenize_shard(spec: ShardSpec) -> dict:
+    """Tokenize one input file into ``spec.out_dir/spec.name.{bin,idx,json}`` (the Dask
+    task). Returns ``{"entry": manifest entry, "status": "written"|"verified", ...}``. Skips the
+    work when an existing entry still matches the settings, the source's size and mtime, and
+    the files' hashes."""
+    t0 = time.perf_counter()
+    settings_sha = settings_digest(_settings(spec))
+    entry_path = os.path.join(spec.out_dir, f"{spec.name}.json")
+    _remove_stale(spec.out_dir, spec.name)
+    for old in (_load_json(entry_path), spec.manifest_entry):
+        if _resumable(spec, old, settings_sha) and verify_entry(spec.out_dir, old) is None:
+            if not os.path.exists(entry_path):  # kept only in manifest.json: restore it
+                atomic_write_bytes(entry_path, _json_bytes(old), fsync=spec.fsync)
+            return {"entry": old, "status": "verified", "seconds": time.perf_counter() - t0}
+
+    # Redo: first make sure nothing of the old shard can pass for complete.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(entry_path)
+
+    _worker_io()
+    tok = _tokenizer(spec.device, _worker_device_id(spec))
+    source = _source_stat(spec.path)
+    writeback = spec.fsync and _early_writeback()
+    bin_f = _HashedFile(os.path.join(spec.out_dir, f"{spec.name}.bin"), writeback, spec.hash)
+    idx_f = _HashedFile(os.path.join(spec.out_dir, f"{spec.name}.idx"), writeback, spec.hash)
+    try:
+        counts, stages = _pipeline(spec, tok, bin_f, idx_f)
+        t_fin = time.perf_counter()
+        bin_rec, idx_rec = bin_f.finish(spec.fsync), idx_f.finish(spec.fsync)
+        os.replace(bin_f.tmp, bin_f.final)
+        os.replace(idx_f.tmp, idx_f.final)
+        # No directory fsync here: the entry's (atomic_write_bytes, below) makes these two
+        # renames durable with its own. Until then a crash can lose them, but the entry does
+        # not exist yet, and an entry that survives without them fails verification (sizes,
+        # hashes) and the shard is redone. One fewer journal commit per shard.
+        stages["finish"] += time.perf_counter() - t_fin
+    except BaseException:
+        bin_f.abort()
+        idx_f.abort()
+        raise
+    entry = {
+        "name": spec.name,
+        "source": spec.source,
+        **source,
+        "settings_sha256": settings_sha,
+        **counts,
+        "bin": bin_rec,
+        "idx": idx_rec,
+    }
+    _maybe_fault(spec, "before_entry")
+    atomic_write_bytes(entry_path, _json_bytes(entry), fsync=spec.fsync)
+    return {
+        "entry": entry,
+        "status": "written",
+        "seconds": time.perf_counter() - t0,
+        "device": tok.device,
+        "stages": stages,
+    }
+
+
+def _remove_stale(out_dir: str, name: str) -> None:
+    """Temporary files of this shard are from a killed earlier attempt: never complete.
+    (os.scandir + str tests, not glob: fnmatch over the whole directory per shard held the
+    GIL for ~0.3 s per 128-shard run on the H200 x2, py-spy, 2026-11-22.)"""
+    prefix = name + "."
+    with os.scandir(out_dir) as it:
+        stale = [e.path for e in it if e.name.startswith(prefix) and ".tmp-" in e.name]
+    for path in stale:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def _pipeline(spec: ShardSpec, tok, bin_f: _HashedFile, idx_f: _HashedFile) -> tuple[dict, dict]:
+    """Read, tokenize and write the shard's batches: (the entry's counts, the seconds this
+    task's thread spent in each stage: waiting for the reader, encoding, waiting for the
+    writer; where a run's time goes, bench_corpus.py). Three stages overlap: the reader
+    thread parses batch k+1, this thread tokenizes batch k (gputok releases the GIL), the
+    writer thread packs and writes batch k-1."""
+    eot = 50256 if spec.eot else None
+    counts = dict.fromkeys(
+        ("documents", "tokens", "text_bytes", "skipped_invalid_utf8", "skipped_empty"), 0
+    )
+    stages = dict.fromkeys(STAGES, 0.0)
+    idx_f.write(np.zeros(1, dtype="<i8"))
+    batches = read_shard(
+        spec.path,
+        spec.format,
+        field=spec.field,
+        text_separator=spec.text_separator,
+        errors=spec.errors,
+        batch_bytes=spec.batch_bytes,
+        min_batch_bytes=_min_batch_bytes(spec, tok),
+        parquet_decoder=_parquet_decoder(spec.parquet_decoder, tok),
+    )
+    reader = _prefetch(batches)
+    with (
+        contextlib.closing(reader),  # on errors too: stops the reader thread now
+        ThreadPoolExecutor(1, thread_name_prefix="gputok-corpus-writer") as writer,
+    ):
+        pending: collections.deque = collections.deque()
+        for k, batch in enumerate(_timed(reader, stages)):
+            t_got = time.perf_counter()
+            enc = _encode_batch(tok, batch, spec, eot)
+            stages["encode"] += time.perf_counter() - t_got
+            del batch  # its buffers can go once encoded
+            base = counts["tokens"]
+            pending.append(writer.submit(_emit, enc, eot, base, bin_f, idx_f, spec.path))
+            for key, n in (
+                ("tokens", enc.tokens(eot)),
+                ("documents", enc.documents),
+                ("text_bytes", enc.text_bytes),
+                ("skipped_invalid_utf8", enc.skipped_invalid_utf8),
+                ("skipped_empty", enc.skipped_empty),
+            ):
+                counts[key] += n
+            t_wait = time.perf_counter()
+            while len(pending) > 1:
+                pending.popleft().result()
+            stages["write_wait"] += time.perf_counter() - t_wait
+            if k == 0 and spec.fault:
+                pending.popleft().result()
+                bin_f.f.flush()  # so the injected kill leaves a real partial temp file
+                idx_f.f.flush()
+                _maybe_fault(spec, "mid")
+        t_wait = time.perf_counter()
+        while pending:
+            pending.popleft().result()
+        stages["write_wait"] += time.perf_counter() - t_wait
+    return counts, stages
+
+
+def _timed(it, stages: dict) -> Iterator:
+    """The items of ``it``, the seconds waited for each (and for its end) added to
+    ``stages["read_wait"]``."""
+    while True:
+        t = time.perf_counter()
+        item = next(it, None)
+        stages["read_wait"] += time.perf_counter() - t
+        if item is None:
+            return
+        yield item
