@@ -184,8 +184,10 @@ def _run_corpus(args: argparse.Namespace) -> int:
 
     sep = None if args.text_separator is None else unescape_separator(args.text_separator)
     # SIGTERM ends the run as Ctrl-C does: one line saying what is done and how to resume.
-    with contextlib.suppress(ValueError):  # only the main thread may set it
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    old = {}
+    with contextlib.suppress(ValueError):  # only the main thread may set them
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, _interrupted)
     try:
         run = tokenize_corpus(
             args.inputs,
@@ -219,6 +221,9 @@ def _run_corpus(args: argparse.Namespace) -> int:
         _quiet_dask()
         print(f"\ngputok corpus: interrupted; {_shards_done(args)}", file=sys.stderr)
         return 130
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     t = run.manifest["totals"]
     mb = (t["text_bytes"] or 0) / 1e6
     on = f" on {'/'.join(run.devices)}" if run.devices else ""
@@ -229,6 +234,13 @@ def _run_corpus(args: argparse.Namespace) -> int:
         f"manifest: {run.out_dir}/manifest.json"
     )
     return 0
+
+
+def _interrupted(signum, frame) -> None:
+    """Ctrl-C or SIGTERM: Dask's loggers go quiet first (the cluster's shutdown that follows
+    logs cancelled tasks with tracebacks), then KeyboardInterrupt ends the run."""
+    _quiet_dask()
+    raise KeyboardInterrupt
 
 
 def _quiet_dask() -> None:
