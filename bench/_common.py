@@ -1,15 +1,21 @@
-"""Helpers shared by the benchmarks: core count, CPU model, and the docs/benchmarks.md
-section writer (each benchmark owns the sections under its own headings)."""
+"""Helpers shared by the benchmarks: core count, CPU model, and the writer of a run's dated
+markdown note in bench/results/ (each benchmark owns the sections under its own headings).
+docs/benchmarks.md holds only current figures (at most 200 lines): it is edited by hand from
+these notes, never written by a benchmark."""
 
 from __future__ import annotations
 
 import os
 import platform
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = REPO / "docs" / "benchmarks.md"
-DOCS_HEADER = "# Benchmarks\n\nEvery figure carries date, machine and command.\n"
+_TODAY = time.strftime("%Y-%m-%d", time.gmtime())
+DOCS = REPO / "bench" / "results" / f"{_TODAY}-bench-runs.md"
+DOCS_HEADER = (
+    f"# Benchmark runs of {_TODAY} (UTC)\n\nEvery figure carries date, machine and command.\n"
+)
 
 
 def ncores() -> int:

@@ -26,7 +26,7 @@ Input: the pinned diverse corpus (bench/corpus.py; ``bench`` ~85 MB, ``ci`` ~4 M
 ``--shards`` files of ``--format`` (Parquet by default; JSONL is parsed in Python).
 
 Results: JSON in ``bench/results/`` and, unless ``--quick`` (or with ``--docs``), a dated
-subsection under "## Corpus tokenization" in ``docs/benchmarks.md`` (other sections untouched).
+subsection under "## Corpus tokenization" in the day's note ``bench/results/<date>-bench-runs.md``.
 
     .venv/bin/python bench/bench_corpus.py --quick              # CPU smoke run, ~1 min
     .venv/bin/python bench/bench_corpus.py --workers 1,2        # 2-GPU machine: 1 and 2 GPUs
@@ -55,10 +55,11 @@ for p in (REPO / "bench", REPO / "tests"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+import _common  # noqa: E402
 from _common import cpu_model, ncores  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
-DOCS = REPO / "docs" / "benchmarks.md"
+DOCS = _common.DOCS  # a dated note in bench/results/, not docs/benchmarks.md
 SECTION = "## Corpus tokenization"
 TEXT_SEP = "\x1e\n"  # text-format document separator (record separator + newline)
 
@@ -371,7 +372,7 @@ def run_dask(
 
     if contender:
         # Contenders read Parquet through Arrow, as their users would; gputok's page reader
-        # is part of gputok's pipeline (docs/benchmarks.md, "Parquet pages").
+        # is part of gputok's pipeline (the 2026-11-23 "Parquet pages" runs in bench/results/2026-11-25-benchmarks-history.md).
         device, parquet_decoder = "cpu", "arrow"
     client, cluster = C.local_cluster(
         workers,
@@ -706,7 +707,7 @@ def main() -> int:
         dest="docs",
         action="store_true",
         default=None,
-        help="write docs/benchmarks.md (default unless --quick)",
+        help="write the day's bench/results note (default unless --quick)",
     )
     ap.add_argument("--no-docs", dest="docs", action="store_false")
     ap.add_argument("--docs-path", default=str(DOCS))

@@ -23,7 +23,7 @@ APIs timed (each tokenizer's fastest documented API returning ids in host memory
              ``encode_ordinary_batch`` (lists) / ``encode_ordinary(t)`` on 1 thread,
              ``encode_batch_flat([t], num_threads=N)`` on N>1
 
-Results: a markdown table replaced/added in ``docs/benchmarks.md`` under a dated heading
+Results: a markdown table replaced/added in the day's ``bench/results/<date>-bench-runs.md`` under a dated heading
 with the machine and the exact command, and JSON in ``bench/results/``. Progress goes to
 stderr.
 
@@ -55,6 +55,7 @@ for p in (REPO / "bench", REPO / "tests"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+import _common  # noqa: E402
 from _common import cpu_model, ncores, replace_section  # noqa: E402
 
 LENGTHS = (256, 1024, 4096, 16384, 131072)
@@ -62,7 +63,7 @@ TOKENIZERS = ("tiktoken", "hf", "gigatoken", "gigatoken-tt", "gputok", "gputok-l
 # gigatoken in both exact configurations: Tokenizer(hf) and Tokenizer.from_tiktoken(ranks,
 # pretokenizer="gpt2"); the "vs gigatoken" column compares with the faster of the two.
 RESULTS = REPO / "bench" / "results"
-DOCS = REPO / "docs" / "benchmarks.md"
+DOCS = _common.DOCS  # a dated note in bench/results/, not docs/benchmarks.md
 
 
 def log(msg: str) -> None:
@@ -612,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
         dest="docs",
         action="store_true",
         default=None,
-        help="write docs/benchmarks.md (default unless --quick)",
+        help="write the day's bench/results note (default unless --quick)",
     )
     ap.add_argument("--no-docs", dest="docs", action="store_false")
     # worker-only

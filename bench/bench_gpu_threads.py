@@ -17,7 +17,7 @@ the roof of the pipeline's host copies (staging, copy-out).
     python bench/bench_gpu_threads.py --threads 4 --slots 4 --procs 1,2,4 --host-copy
 
 Results: bench/results/gpu-threads-<UTC stamp>.json and a table on stdout
-(docs/benchmarks.md records them with date, device and command).
+(a dated note in bench/results/ records them with date, device and command).
 """
 
 from __future__ import annotations

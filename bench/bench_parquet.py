@@ -6,7 +6,7 @@ worker's reader thread runs). Wall time (best of --repeat) and CPU time per GB o
     python bench/bench_parquet.py [--dir DIR]   # DIR: *.parquet with a "text" column; made
                                                # from the bench corpus (4 files) when absent
 
-``gputok.GpuTuning.profile`` prints the GPU kernels' times per call. Results: docs/benchmarks.md,
+``gputok.GpuTuning.profile`` prints the GPU kernels' times per call. Results: bench/results/2026-11-25-benchmarks-history.md,
 "Parquet pages on the GPU" (run there as .carry/devbench.py, the same code).
 """
 
