@@ -36,13 +36,15 @@ def test_short_soak(tmp_path):
     assert s["failed_requests"] == 0, s["server_stats"]
     assert not s["pa_errors"], s["pa_errors"]
     assert s["server_stats"]["ensemble"]["success"] > 0, s["server_stats"]
-    # one stub per instance: the tokenizer has 2 (config.pbtxt), named stub_tokenizer, _2
+    # one stub per instance: the tokenizer has 2 (config.pbtxt), named stub_tokenizer, _2;
+    # gpt2_stream (the streaming ensemble's decoupled step) is served beside gpt2
     assert set(s["processes"]) == {
         "server",
         "stub_tokenizer",
         "stub_tokenizer_2",
         "stub_detokenizer",
         "stub_gpt2",
+        "stub_gpt2_stream",
     }
     assert s["samples"] >= 8, s["samples"]
     for name, g in s["rss_kb"].items():
