@@ -3,9 +3,10 @@
 // kItemBytes) -> threads. Items write their own id buffers; one final pass concatenates
 // them and derives each text's offsets, so the result never depends on the thread count.
 //
-// Performance notes (2-core dev machine, ci corpus, see docs/benchmarks.md for the dated
-// table): ~60% of pieces are whole tokens (one probe of the vocabulary index), most of the
-// rest hit the per-thread pretoken cache; only cache misses run merge_piece.
+// Performance notes (2-core dev machine, ci corpus, see
+// bench/results/2026-11-25-benchmarks-history.md for the dated table): ~60% of pieces are whole
+// tokens (one probe of the vocabulary index), most of the rest hit the per-thread pretoken cache;
+// only cache misses run merge_piece.
 #include "encoder.h"
 
 #include <algorithm>

@@ -99,7 +99,7 @@ struct GpuOptions {
   // cudaStreamSynchronize's spin. The spin answers a few microseconds sooner, which matters
   // for one short text; the sleep frees the core, which matters when several processes share
   // a GPU and each would otherwise spin through the others' kernels too (corpus workers:
-  // 2026-11-23, H200 host, docs/benchmarks.md).
+  // 2026-11-23, H200 host, bench/results/2026-11-25-benchmarks-history.md).
   bool blocking_sync = false;
   // Host threads that copy a large batch into and out of pinned memory (staging, copy-out);
   // 0: min(hardware threads, 16), of which copies under 16 MB use at most 8; 1: the calling

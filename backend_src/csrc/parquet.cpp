@@ -6,7 +6,8 @@
 // without copying took 6.4 ms, Arrow's whole decompression 7.6, dev VM). With the fast paths
 // in snappy_decompress this reader takes 1.70-1.77 CPU s per GB of text against Arrow's
 // 1.99-2.19 (2.24-2.38 before them); it builds no Arrow arrays. On the H200 x2 host's corpus
-// run, two GPUs: 4.44 GB/s of text with it, 3.69 with Arrow (docs/benchmarks.md).
+// run, two GPUs: 4.44 GB/s of text with it, 3.69 with Arrow
+// (bench/results/2026-11-25-benchmarks-history.md).
 #include "parquet.h"
 
 #include <algorithm>

@@ -9,7 +9,8 @@
 // 0.92. glibc's memmem, which takes separators longer than kMemchrMaxSep, ran 0.48-0.51 on all
 // three. read_text over the file, reading included: 0.69-0.75 -> 0.52-0.55 CPU s per GB.
 // One H100 host, text shards, new and old alternating: the pipeline with no tokenizer on 4
-// Dask workers 3.87 / 5.06 against 3.28 / 3.96 GB/s (docs/benchmarks.md, 2026-11-25).
+// Dask workers 3.87 / 5.06 against 3.28 / 3.96 GB/s
+// (bench/results/2026-11-25-benchmarks-history.md, 2026-11-25).
 #pragma once
 
 #include <cstddef>

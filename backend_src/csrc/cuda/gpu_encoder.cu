@@ -33,13 +33,14 @@
 // 18:01 UTC, the profile switch), wall time per GB of text inside the lock: staging 0.29 s,
 // H2D + kernels + D2H 0.34 s (kernels 0.08), copy-out of int32 ids 0.27 s. The uint16
 // copy-out (GpuOutput::ids16) narrows in that pass, so the caller has no int32 array to pack:
-// one GPU's corpus throughput 1.77-1.97 -> 2.05-2.21 GB/s (docs/benchmarks.md).
-// Encode slots (2026-11-24 19:14-19:22 UTC, H100, bench/bench_gpu_threads.py): one process,
-// threads sharing one tokenizer, 4 MB calls: 1 slot (one call at a time, as before) 3.34 GB/s
-// at 4 threads and 3.21 at 8; 4 slots 5.00 and 8.27; 256 KB calls at 8 threads 0.65 -> 1.96.
-// A lone caller's latency is unchanged (one slot, no waiting). Corpus workers (4 processes per
-// GPU) ran the same with 1 or 4 slots: their bound is elsewhere (docs/benchmarks.md).
-// Device memory: ~17 bytes per byte of text (+16 for blockbpe*), per slot in use.
+// one GPU's corpus throughput 1.77-1.97 -> 2.05-2.21 GB/s
+// (bench/results/2026-11-25-benchmarks-history.md). Encode slots (2026-11-24 19:14-19:22 UTC, H100,
+// bench/bench_gpu_threads.py): one process, threads sharing one tokenizer, 4 MB calls: 1 slot (one
+// call at a time, as before) 3.34 GB/s at 4 threads and 3.21 at 8; 4 slots 5.00 and 8.27; 256 KB
+// calls at 8 threads 0.65 -> 1.96. A lone caller's latency is unchanged (one slot, no waiting).
+// Corpus workers (4 processes per GPU) ran the same with 1 or 4 slots: their bound is elsewhere
+// (bench/results/2026-11-25-benchmarks-history.md). Device memory: ~17 bytes per byte of text (+16
+// for blockbpe*), per slot in use.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -27,9 +27,9 @@
 // warp in global memory from start to end (snappy_decode_sequential_kernel): slower, exact.
 //
 // Performance notes (H200, 2026-11-24, bench/bench_parquet.py, GpuTuning::profile; one call
-// of 9-13 MB compressed, 5 pages, 285-414 fragments of the bench corpus; docs/benchmarks.md
-// "snappy on the GPU, windowed and concurrent"): launch to sync 2.6-3.8 ms, from 6.5-9.6
-// (2026-11-23):
+// of 9-13 MB compressed, 5 pages, 285-414 fragments of the bench corpus;
+// bench/results/2026-11-25-benchmarks-history.md "snappy on the GPU, windowed and concurrent"):
+// launch to sync 2.6-3.8 ms, from 6.5-9.6 (2026-11-23):
 //   - segments of 512 bytes instead of 4 KiB: walks 1.0 -> 0.15 ms, extension 0.7 -> 0.15,
 //     fragment starts 0.7 -> 0.1 (jumps 0.06 -> 0.08); 1 KiB and 2 KiB lie between;
 //   - the windowed decode: 3.15 -> 1.25-1.29 ms for ~300 fragments (5.3 -> 2.3 for 414, two

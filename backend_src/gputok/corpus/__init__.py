@@ -39,7 +39,7 @@ cluster already runs min(cores, 8) workers. On 2 x H200 (06:00 UTC, 681 MB in 32
 at once per worker, stage_seconds): one GPU 0.58-0.63 GB/s, two 0.70-0.75 (1.49 without
 fsync), gigatoken 0.51-0.70. Packing in native code with the GIL released (_pack)
 took the writer waits from 5-6 s to 0.3 s (summed over shards); fsync to one disk and reading
-are the bound now, the GPU encodes ~1-3 s of the shards' time (docs/benchmarks.md). Early
+are the bound now, the GPU encodes ~1-3 s of the shards' time (bench/results/2026-11-25-benchmarks-history.md). Early
 writeback (_HashedFile, 07:51 UTC): one GPU 0.77 -> 0.89 GB/s on that disk, fsyncs 2.3 -> 1.3 s
 summed; on tmpfs one GPU 1.15-1.27 GB/s and two 1.52-1.86 (scale 8-32). 2026-11-23, one H200
 on a 16-core host, 1.36 GB in 64 Parquet shards on tmpfs: several worker processes per GPU
@@ -47,7 +47,7 @@ on a 16-core host, 1.36 GB in 64 Parquet shards on tmpfs: several worker process
 worker take turns on its GIL between native calls), keeping freed memory in the workers
 (WORKER_MALLOC_ENV) 1.60 -> 1.75; per GB of text a GPU worker's pipeline costs ~4.9 CPU s
 (Parquet 2.2, gputok's host side 1.2, pack 0.4, sha256 0.7, write 0.3) and gigatoken's ~12,
-so the host's cores bound both (bench/corpus_stages.py, docs/benchmarks.md). Later that day
+so the host's cores bound both (bench/corpus_stages.py, bench/results/2026-11-25-benchmarks-history.md). Later that day
 (18:12-18:19 UTC, same host and input): the ids narrowed to uint16 in gputok's copy-out
 (encode_buffer_uint16, no int32 array, no host pack) took one GPU from 1.77-1.97 to 2.05-2.21
 GB/s, and gathering the shards' results in one round trip instead of one per shard (0.17 s of

@@ -52,7 +52,7 @@ def _json_bytes(obj) -> bytes:
 # on the command line) is the default: an integrity check against torn or altered files, at
 # ~9 GB/s a core against sha256's ~1 (2-core dev VM; 1.3 GB/s on the H100 host, where sha256
 # was the largest host cost of a GPU worker after the tokenizer: 0.75 CPU s per GB of text,
-# docs/benchmarks.md 2026-11-24). sha256 stays for users who want a cryptographic digest.
+# bench/results/2026-11-25-benchmarks-history.md 2026-11-24). sha256 stays for users who want a cryptographic digest.
 HASHES = ("xxh3_128", "sha256")
 
 

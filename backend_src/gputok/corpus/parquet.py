@@ -138,7 +138,7 @@ def _read_parquet_groups(
 # of more pages costs less than the calls it replaces: one row group a call, 3-9 MB
 # compressed, took 7-11 ms each; a file's row groups in one call, 10-13 MB, 13-17 ms (H200,
 # 2026-11-23, before the pointer-jumping chain; one process 1.03 -> 1.09 GB/s of text,
-# docs/benchmarks.md "Parquet pages"). The CPU reader groups the same way; there it only
+# bench/results/2026-11-25-benchmarks-history.md "Parquet pages"). The CPU reader groups the same way; there it only
 # delays a shard's first batch (one GPU's corpus run: read waits 7.2 s against Arrow's 6.6,
 # summed over shards, 2026-11-23 20:38): one row group per call on the CPU is untried. (Since
 # 2026-11-24 a call takes 2.6-3.8 ms on the GPU.)
