@@ -4,14 +4,16 @@
 
 namespace gputok {
 
-// The default crossover of device "auto", measured by `python bench/bench_crossover.py
-// --envelope-mb 256` on the H100 host (16 CPUs), 2026-11-25 10:39 UTC (bench/results/
-// 2026-11-25-crossover.md): one text of 5.1 KB took 44 us on the CPU path and 64 us on the GPU,
-// 13.8 KB 92 vs 66 us; 64 texts of those sizes 58 vs 67 and 103 vs 67 us (each text costs the
-// CPU ~0.2 us more than the GPU: ~32 bytes of its work). Worst slowdown against the faster path
-// over the 75-point grid: 1.05x (always-GPU before: 19.6x). Re-measure when the CPU path changes.
-constexpr size_t kCpuBelowBytes = 8192;
-constexpr size_t kBytesPerRow = 32;
+// The default crossover of device "auto", measured by `python bench/bench_crossover.py --out
+// DIR` on the H100 host (16 CPUs), 2026-11-25 12:15 UTC, after the CPU path's SIMD scanner,
+// shared pretoken cache and one-text split landed (bench/results/2026-11-25-crossover.md,
+// "Re-run"): one text of 5.1 KB took 66 us on the CPU path and 73 us on the GPU, 7.1 KB 71-77 vs 70
+// us, 9.4 KB 84-112 vs 69-76 us; a text more cost both paths about the same, so the fit's per-text
+// term is 0 (the first run, 10:39 UTC, before those changes, fitted 8192 bytes + 32 a text). The
+// fit: CPU while bytes < 6049; its worst slowdown against the faster path over the 75-point grid
+// is 1.02x, where (8192, 32) was 1.16x at 7.1 KB. Re-measure when either path changes.
+constexpr size_t kCpuBelowBytes = 6049;
+constexpr size_t kBytesPerRow = 0;
 
 bool Crossover::use_cpu(size_t bytes, size_t rows) const {
   // Saturating: a huge row count must not wrap the sum around to a small number.
