@@ -89,6 +89,10 @@ def _gt_one(gt, text):
 
 def _gputok(device):
     def build():
+        if device == "cuda" and PROFILE[0]:
+            tuning = gputok.GpuTuning()
+            tuning.profile = True
+            return gputok.gpt2(device=device, gpu_tuning=tuning)
         return gputok.gpt2(device=device)
 
     def one(t, text):
@@ -245,6 +249,7 @@ def measure(peer, arg, want: np.ndarray, cold: bool, budget: float, tok_cache: d
 
 
 DEADLINE = [float("inf")]  # time.monotonic() after which no new row starts (--deadline-s)
+PROFILE = [False]  # --profile: GPU tokenizers are built with GpuTuning.profile on
 
 
 def run_rows(kind: str, cases, ps: dict, quick: bool) -> list[dict]:
@@ -327,11 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         "--deadline-s", type=float, default=None, help="start no new row after this many seconds"
     )
     ap.add_argument(
-        "--profile", action="store_true", help="GPUTOK_GPU_PROFILE=1: per-stage times on stderr"
+        "--profile", action="store_true", help="GpuTuning.profile: per-stage times on stderr"
     )
     args = ap.parse_args(argv)
-    if args.profile:
-        os.environ["GPUTOK_GPU_PROFILE"] = "1"
+    PROFILE[0] = args.profile
     if args.deadline_s:
         DEADLINE[0] = time.monotonic() + args.deadline_s
     out = Path(args.out)
