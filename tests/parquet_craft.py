@@ -215,10 +215,16 @@ def _page(header: dict, payload: bytes) -> bytes:
     return encode_struct(header) + payload
 
 
-def rle_bomb(repeats: int = 1 << 28, rg_rows: int | None = None, value: bytes = b"hello") -> bytes:
+def rle_bomb(
+    repeats: int = 1 << 28,
+    rg_rows: int | None = None,
+    value: bytes = b"hello",
+    rg_bytes: int | None = None,
+) -> bytes:
     """A dictionary of one value and a data page whose single RLE run repeats its index
     `repeats` times: a few hundred bytes that decode to `repeats` rows. The footer's row
-    group claims `rg_rows` rows (default: `repeats`, a consistent file)."""
+    group claims `rg_rows` rows (default: `repeats`, a consistent file) and `rg_bytes` bytes
+    (default: the decoded text's; a writer puts the encoded pages' size there, far less)."""
     rg_rows = repeats if rg_rows is None else rg_rows
     dict_body = struct.pack("<I", len(value)) + value
     dict_page = _page(
@@ -275,7 +281,7 @@ def rle_bomb(repeats: int = 1 << 28, rg_rows: int | None = None, value: bytes = 
                 [
                     {
                         1: (LIST, (STRUCT, [{2: (I64, dict_off), 3: (STRUCT, meta)}])),
-                        2: (I64, len(value) * rg_rows),
+                        2: (I64, len(value) * rg_rows if rg_bytes is None else rg_bytes),
                         3: (I64, rg_rows),
                     }
                 ],

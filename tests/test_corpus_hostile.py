@@ -30,11 +30,12 @@ _READ = textwrap.dedent(
     from gputok import _core
     from gputok import corpus as C
     path, decoder, batch, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    expansion = float(sys.argv[5])
     dec = None if decoder == "arrow" else _core.parquet_decode
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t, rows, batches, widest, out = time.perf_counter(), 0, 0, 0, {}
     try:
-        for b in C.read_parquet(path, "text", batch, decoder=dec):
+        for b in C.read_parquet(path, "text", batch, decoder=dec, max_expansion=expansion):
             rows += len(b)
             batches += 1
             widest = max(widest, len(b))
@@ -53,9 +54,11 @@ _READ = textwrap.dedent(
 )
 
 
-def _read_in_child(path: Path, decoder: str, batch: int = BATCH, limit: int = 1 << 30) -> dict:
+def _read_in_child(
+    path: Path, decoder: str, batch: int = BATCH, limit: int = 1 << 30, expansion: float = 64
+) -> dict:
     r = subprocess.run(
-        [sys.executable, "-c", _READ, str(path), decoder, str(batch), str(limit)],
+        [sys.executable, "-c", _READ, str(path), decoder, str(batch), str(limit), str(expansion)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -73,6 +76,15 @@ CRAFTED = {
     "claims-8-gib": (pc.claims_gib, "outside the file's"),
     # a 2^28-row RLE run for a row group of 2 rows: 56 s and 8.3 GB before
     "rle-bomb-2-rows": (lambda: pc.rle_bomb(1 << 28, rg_rows=2), "268435456 values for 2 rows"),
+    # valid files, decompression bombs: 149 bytes that are 2^28 rows (1.34 GB of text; a
+    # corpus run took 126 s and wrote 3.2 GB for it before); 4 KB that are 4 GiB of text,
+    # with the row group's byte count as small as a writer makes it (Arrow read it in batches
+    # of 2^20 rows: 46 s and 5.6 GiB before)
+    "rle-bomb-2^28-rows": (lambda: pc.rle_bomb(1 << 28), "the footer claims 268435456 rows"),
+    "rle-bomb-4-gib-of-text": (
+        lambda: pc.rle_bomb(1 << 20, value=b"x" * 4096, rg_bytes=200),
+        "decodes to more than 16777216 bytes",
+    ),
     # read as its v2 content by the page reader, as 0 rows by Arrow: the decoders disagreed
     "page-type-without-its-header": (pc.page_type_without_its_header, "0 rows read of the 150"),
 }
@@ -94,11 +106,11 @@ def test_crafted_file_fails_alone_fast_and_small(tmp_path, name, decoder):
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_rle_bomb_that_is_consistent_streams_in_bounded_memory(tmp_path, decoder):
     """A footer that agrees with its 2^28-row RLE run is a valid file (2^28 copies of one
-    document): it is read, a batch at a time, each batch's spans bounded by the batch, never
-    the row group's 4 GiB of spans."""
+    document): with the expansion limit lifted it is read, a batch at a time, each batch's
+    spans bounded by the batch, never the row group's 4 GiB of spans."""
     p = tmp_path / "bomb.parquet"
     p.write_bytes(pc.rle_bomb(1 << 28))
-    got = _read_in_child(p, decoder, limit=8)
+    got = _read_in_child(p, decoder, limit=8, expansion=0)
     assert got["ok"] > 0 and got["batches"] == 8, got
     assert got["widest"] <= BATCH // 16 or decoder == "arrow", got
     assert got["rss_growth"] < 2 * BATCH, got

@@ -10,6 +10,27 @@ from ._common import MIN_BATCH_BYTES, CorpusInputError
 from .batch import Batch, _arrow_batch, _batch_target
 
 
+# Decompression bombs. Dictionary pages and RLE runs let a few bytes stand for any number of
+# rows and bytes of text: a valid 149-byte file whose one RLE run repeats a 5-byte value 2^28
+# times is 1.34 GB of text in 268 million rows. Memory stays bounded (a batch at a time), but
+# a corpus run tokenized it for 126 s and wrote 3.2 GB for it (2-core dev VM, 2026-11-25).
+# So a file may decode to at most MAX_EXPANSION times its own size, or EXPANSION_FLOOR_BYTES,
+# whichever is more, counting each row as ROW_COST bytes (the span the page reader keeps for
+# it) plus its text: a footer that claims more rows fails the shard before anything is read,
+# and text past the budget fails it at the batch that crosses it. Text compresses 3-10x
+# (snappy, zstd); 64x leaves room for repetitive text, and costs nothing to check.
+MAX_EXPANSION = 64
+EXPANSION_FLOOR_BYTES = 16 << 20
+ROW_COST = 16
+# Arrow sizes its record batches in rows and materializes one before it can be measured. The
+# footer's byte counts are those of the encoded pages, so a dictionary of long values repeated
+# by RLE looks tiny: 2^20 rows a batch (the cap before) of a 4 KB value made one batch of 4 GiB
+# (a 4 KB crafted file: 46 s and 5.6 GiB before the budget above stopped it; 2-core dev VM,
+# 2026-11-25). At most this many rows a batch bounds that to 64K times a value's length; the
+# page reader (snappy and uncompressed files) keeps values as spans and is bounded by bytes.
+ARROW_MAX_BATCH_ROWS = 1 << 12
+
+
 def read_parquet(
     path: str,
     column: str,
@@ -17,6 +38,7 @@ def read_parquet(
     *,
     min_batch_bytes: int = MIN_BATCH_BYTES,
     decoder: Callable | None = None,
+    max_expansion: float = MAX_EXPANSION,
 ) -> Iterator[Batch]:
     """Parquet: the string (or binary) column ``column``; nulls are an error. Documents are
     handed on as buffers (bytes), so gputok validates their UTF-8 under the run's policy.
@@ -31,7 +53,8 @@ def read_parquet(
     reader allocates at most ``2 * batch_bytes`` per call (PAGE_READER_MIN_BYTES at least; more
     goes to Arrow) and hands
     spans on a batch at a time, and every error, pyarrow's included, is a CorpusInputError
-    naming the file."""
+    naming the file. A file may decode to at most ``max_expansion`` times its own size
+    (see MAX_EXPANSION); 0 lifts the limit."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -61,12 +84,63 @@ def read_parquet(
         or str(typ) in ("string_view", "binary_view")
     ):
         raise CorpusInputError(f"{path}: column {column!r} is {typ}, expected a string column")
+    budget = _decode_budget(path, pf.metadata, max_expansion)
     try:
-        yield from _read_parquet_groups(pf, path, column, batch_bytes, min_batch_bytes, decoder)
+        groups = _read_parquet_groups(pf, path, column, batch_bytes, min_batch_bytes, decoder)
+        yield from _within_budget(groups, path, budget, max_expansion)
     except (OSError, ValueError, pa.ArrowException) as e:
         if isinstance(e, CorpusInputError):
             raise
         raise CorpusInputError(f"{path}: cannot read as Parquet: {e}") from e
+
+
+def _decode_budget(path: str, md, max_expansion: float) -> int | None:
+    """The bytes (text plus ROW_COST a row) ``path`` may decode to, None without a limit;
+    CorpusInputError when its footer claims more rows than that already."""
+    if not max_expansion:
+        return None
+    size = os.path.getsize(path)
+    budget = max(EXPANSION_FLOOR_BYTES, int(max_expansion * size))
+    rows = max(md.num_rows, sum(md.row_group(i).num_rows for i in range(md.num_row_groups)))
+    if rows * ROW_COST > budget:
+        raise CorpusInputError(
+            f"{path}: the footer claims {rows} rows, more than a {size}-byte file may decode "
+            f"to ({budget // ROW_COST} rows at most: {_limit_text(max_expansion)}); "
+            "a decompression bomb, or a genuine file to split"
+        )
+    return budget
+
+
+def _limit_text(max_expansion: float) -> str:
+    return (
+        f"{max_expansion:g}x the file's size or {EXPANSION_FLOOR_BYTES >> 20} MiB, counting "
+        f"{ROW_COST} bytes a row besides its text; read_parquet's max_expansion sets it"
+    )
+
+
+def _within_budget(
+    batches: Iterator[Batch], path: str, budget: int | None, max_expansion: float
+) -> Iterator[Batch]:
+    """``batches`` until their text and rows exceed ``budget`` (see _decode_budget)."""
+    used, rows = 0, 0
+    for b in batches:
+        if budget is not None:
+            bounds = b.bounds
+            text = (
+                int(b.lengths().sum())
+                if bounds is None or bounds.ndim != 1
+                else int(bounds[-1]) - int(bounds[0])
+            )
+            used += text + ROW_COST * len(b)
+            if used > budget:
+                raise CorpusInputError(
+                    f"{path}: decodes to more than {budget} bytes by row {rows + len(b)}, "
+                    f"more than the file's {os.path.getsize(path)} bytes may "
+                    f"({_limit_text(max_expansion)}); a decompression bomb, or a genuine "
+                    "file to split"
+                )
+            rows += len(b)
+        yield b
 
 
 def _read_parquet_groups(
@@ -80,7 +154,7 @@ def _read_parquet_groups(
     total = sum(max(0, md.row_group(i).total_byte_size) for i in range(md.num_row_groups))
     avg = max(1, total // rows)
     target = _batch_target(batch_bytes, total, min_batch_bytes)
-    batch_rows = int(min(max(target // avg, 64), 1 << 20))
+    batch_rows = int(min(max(target // avg, 64), ARROW_MAX_BATCH_ROWS))
     leaf = _parquet_leaf(pf, column)
     with open(path, "rb") as f:
         # The footer read natively (never pyarrow's ColumnChunkMetaData: see
