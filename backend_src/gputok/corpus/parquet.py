@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from ._common import MIN_BATCH_BYTES, CorpusInputError
 from .batch import Batch, _arrow_batch, _batch_target
 
-
 # Decompression bombs. Dictionary pages and RLE runs let a few bytes stand for any number of
 # rows and bytes of text: a valid 149-byte file whose one RLE run repeats a 5-byte value 2^28
 # times is 1.34 GB of text in 268 million rows. Memory stays bounded (a batch at a time), but
