@@ -35,7 +35,7 @@ RUN cd backend_src && rm -rf build && \
 
 # ---- the server image
 FROM nvcr.io/nvidia/tritonserver:24.10-py3
-# Pins: requirements/serve.txt's, except where this image forces another (tests/test_pins.py
+# Pins: requirements/serve.txt's, except where this image forces another (scripts/tests/test_pins.py
 # requires a reason here for each):
 # - numpy 1.26.4 as there: nvidia-pytriton 0.7.0's Python-backend stub crashes on string inputs
 #   with numpy 2 (seen on the CPU machine, 2026-11-21);

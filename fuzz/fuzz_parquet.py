@@ -5,7 +5,7 @@ or a batch over its bounds; and where both decoders read a file, the same docume
 
 Seeds are pyarrow's layouts (pages v1/v2, dictionary and PLAIN, snappy / none / zstd, small
 pages, statistics, page indexes, several row groups, nulls) and hand-built RLE runs
-(tests/parquet_craft.py). Each input mutates one seed: bytes flipped, overwritten, inserted,
+(tests/corpus/parquet_craft.py). Each input mutates one seed: bytes flipped, overwritten, inserted,
 cut; a footer or page-header integer set to a boundary value (through a Thrift codec, so the
 structure still parses); footers swapped between seeds.
 
@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "corpus"))
 import parquet_craft as pc  # noqa: E402
 from _common import Finding, parse_args, run  # noqa: E402
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Structure rules of the repository, checked by the test suite (tests/test_structure.py).
+"""Structure rules of the repository, checked by the test suite (scripts/tests/test_structure.py).
 
 1. docs/benchmarks.md is at most 200 lines (current figures; history lives in bench/results/).
 2. No doc, script, test or code comment points at a file outside the repository (a session's
@@ -10,6 +10,9 @@
 4. Functions are at most 80 lines (CUDA kernels 130), modules at most 500 lines. Today's
    offenders are listed below with their current length: a listed item may shrink, never grow,
    and leaves the list once it is within the limit (a stale entry fails too).
+5. Tests by layer: a test module lives in tests/{core,gpu,serving,corpus,e2e} or beside the tool
+   it tests (bench/tests, scripts/tests), never in tests/ itself, and no two test modules share a
+   basename (pytest's default import mode would collect only one of them).
 
 `python scripts/check_structure.py` prints every violation and exits 1 if there is one;
 `--current` prints the measured offenders in the allow-lists' format (to shrink the lists).
@@ -90,7 +93,7 @@ FUNCTION_ALLOW: dict[str, int] = {
     "scripts/gpu_serve_check.py::main": 109,
     "tests/e2e/fault_harness.py::grpc_cases": 93,
     "tests/e2e/fault_harness.py::http_cases": 111,
-    "tests/test_gpu.py::_pathological": 90,
+    "tests/gpu/test_gpu.py::_pathological": 90,
 }
 # Modules over 500 lines on 2026-11-25 (path: current lines); same rule.
 MODULE_ALLOW: dict[str, int] = {
@@ -105,9 +108,9 @@ MODULE_ALLOW: dict[str, int] = {
     "bench/corpus.py": 568,
     "model_repository/gpt2/1/model.py": 511,
     "tests/e2e/test_bad_input.py": 521,
-    "tests/test_corpus_cli.py": 554,
-    "tests/test_gpu.py": 643,
-    "tests/test_parquet_pages.py": 638,
+    "tests/corpus/test_corpus_cli.py": 554,
+    "tests/gpu/test_gpu.py": 643,
+    "tests/corpus/test_parquet_pages.py": 638,
 }
 
 
@@ -352,11 +355,29 @@ def check_lengths(files: list[str]) -> list[str]:
     return errors
 
 
+TEST_LAYERS = ("tests/core/", "tests/gpu/", "tests/serving/", "tests/corpus/", "tests/e2e/")
+
+
+def check_test_layout(files: list[str]) -> list[str]:
+    errors, seen = [], {}
+    for rel in files:
+        name = Path(rel).name
+        if not (name.startswith("test_") and name.endswith(".py")):
+            continue
+        if rel.startswith("tests/") and not rel.startswith(TEST_LAYERS):
+            errors.append(f"{rel}: a test module outside the layer folders {TEST_LAYERS}")
+        if name in seen:
+            errors.append(f"{rel}: same basename as {seen[name]}")
+        seen.setdefault(name, rel)
+    return errors
+
+
 CHECKS = {
     "bench-doc": check_bench_doc,
     "references": check_references,
     "includes": check_includes,
     "lengths": check_lengths,
+    "test-layout": check_test_layout,
 }
 
 

@@ -67,7 +67,7 @@ fi
 
 if has test; then
   t0=$(date +%s)
-  timeout 330 $PY -m pytest -q -p no:cacheprovider -m "not slow" --timeout=200 tests/test_gpu.py tests/test_encode_uint16.py 2>&1 | tee "$OUT/pytest.log" | tail -40
+  timeout 330 $PY -m pytest -q -p no:cacheprovider -m "not slow" --timeout=200 tests/gpu/test_gpu.py tests/gpu/test_encode_uint16.py 2>&1 | tee "$OUT/pytest.log" | tail -40
   note "pytest (not slow): $(tail -1 "$OUT/pytest.log") [$(( $(date +%s) - t0 )) s]"
 fi
 
@@ -80,14 +80,14 @@ if has sanitize; then
   # The Parquet snappy kernels (cuda/parquet.cu), through the GPU page reader's tests.
   for tool in memcheck racecheck; do
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $PY -m pytest -q -p no:cacheprovider \
-      tests/test_parquet_pages.py -k "(gpu and (bench_like or hand_built or malformed or every_tag_kind or offset_zero)) or beside or (ablations and 256)" >"$OUT/sanitizer-parquet-$tool.log" 2>&1
+      tests/corpus/test_parquet_pages.py -k "(gpu and (bench_like or hand_built or malformed or every_tag_kind or offset_zero)) or beside or (ablations and 256)" >"$OUT/sanitizer-parquet-$tool.log" 2>&1
     note "compute-sanitizer $tool (Parquet pages): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY| passed' "$OUT/sanitizer-parquet-$tool.log" | tail -2 | tr '\n' ' ')"
   done
 fi
 
 if has slow; then
   t0=$(date +%s)
-  timeout 500 $PY -m pytest -q -p no:cacheprovider -m slow tests/test_gpu.py 2>&1 | tee "$OUT/pytest-slow.log" | tail -20
+  timeout 500 $PY -m pytest -q -p no:cacheprovider -m slow tests/gpu/test_gpu.py 2>&1 | tee "$OUT/pytest-slow.log" | tail -20
   note "pytest (slow): $(tail -1 "$OUT/pytest-slow.log") [$(( $(date +%s) - t0 )) s]"
 fi
 

@@ -33,8 +33,8 @@ memcheck() {
     >"$OUT/memcheck.log" 2>&1; echo "memcheck rc=$? $(grep 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
 }
 pytests() {
-  timeout ${TEST_TIMEOUT:-240} $PY -m pytest -q -x -p no:cacheprovider -m "not slow" tests/test_chunk_pipeline.py \
-    tests/test_gpu.py tests/test_encode_uint16.py >"$OUT/pytest.log" 2>&1
+  timeout ${TEST_TIMEOUT:-240} $PY -m pytest -q -x -p no:cacheprovider -m "not slow" tests/gpu/test_chunk_pipeline.py \
+    tests/gpu/test_gpu.py tests/gpu/test_encode_uint16.py >"$OUT/pytest.log" 2>&1
   echo "pytest rc=$? $(tail -1 "$OUT/pytest.log")"
 }
 old() {

@@ -2,7 +2,7 @@
 functions (``get_encoding``, ``encoding_for_model``, ``list_encoding_names``).
 
 Every method keeps tiktoken 0.14's semantics (its ``tiktoken/core.py`` and the Rust
-``_encode_unstable_native``); ``tests/test_encoding_api.py`` re-expresses tiktoken's own tests
+``_encode_unstable_native``); ``tests/core/test_encoding_api.py`` re-expresses tiktoken's own tests
 for each one and compares with tiktoken itself. The mixin only uses what ``Tokenizer`` provides:
 ``encode``, ``encode_ordinary``, ``decode_bytes``, ``decode_single_token_bytes``, ``n_vocab``,
 ``_special_tokens`` and ``_vocab``.

@@ -220,7 +220,7 @@ def vocab_from_tokenizer_json(path) -> tuple[_core.Vocab, dict]:
     try:
         return _vocab_from_tokenizer_spec(spec, path)
     except (AttributeError, TypeError, KeyError, IndexError) as e:
-        # JSON of the wrong shape (a list where an object belongs, ...): tests/test_fuzz.py
+        # JSON of the wrong shape (a list where an object belongs, ...): tests/core/test_fuzz.py
         raise VocabError(f"{path}: malformed tokenizer.json ({type(e).__name__}: {e})") from None
 
 

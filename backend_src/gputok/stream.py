@@ -15,7 +15,7 @@ known to be invalid, following the same "maximal subpart" rule as `bytes.decode(
 by the end of the stream becomes one U+FFFD at `finish()`. Under errors="strict" the step that
 completes an invalid sequence raises UnicodeDecodeError.
 
-Cost (2-core CPU machine, 2026-11-25, `tests/test_stream.py::test_cost_per_token` prints it):
+Cost (2-core CPU machine, 2026-11-25, `tests/serving/test_stream.py::test_cost_per_token` prints it):
 a few microseconds per step, dominated by the per-call overhead of `decode_bytes`, not by the
 UTF-8 work; a C++ twin would save little.
 

@@ -4,7 +4,7 @@ The model.py files under `model_repository/` import this module from the install
 package: the Python-backend stub runs in the environment that has gputok (`gputok-serve` checks
 that before it starts the server), so the helper needs no copy in each model folder. It is pure
 Python and imports no native code of its own; it needs neither Triton nor a server, so every
-rule below is unit-tested directly (tests/test_model_common.py).
+rule below is unit-tested directly (tests/serving/test_model_common.py).
 
 - `settings_from_params`: a frozen dataclass of settings from config.pbtxt `parameters`, one
   conversion per field type, so the three models parse the same way.

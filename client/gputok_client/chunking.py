@@ -20,7 +20,7 @@ in the whole text. With X the character before p and Y the one after it:
 Cuts fall only on character boundaries (X and Y must decode), never inside a `<|...|>` special
 token (cutting one would hide it from the server's special-token check), and never next to a
 character that Python's Unicode tables leave unassigned (gputok classifies with Unicode 16; a
-character new to it would be classed "other" here). `tests/test_client_chunking.py` checks every
+character new to it would be classed "other" here). `tests/serving/test_client_chunking.py` checks every
 rule against tiktoken, for every code point Python assigns.
 """
 

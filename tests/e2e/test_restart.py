@@ -22,7 +22,7 @@ stopping") or, once its models are unloaded, NOT_FOUND "... has no available ver
 client used to treat the latter as an input error (exit 2 even with retries):
 `test_regression_model_unloading_during_restart_is_retried`. The first restart on the same ports also pinned a gputok-serve bug: its
 port check refused ports that only had TIME_WAIT connections of the stopped server
-(`tests/test_triton_env.py::test_port_with_only_time_wait_connections_is_free`).
+(`tests/serving/test_triton_env.py::test_port_with_only_time_wait_connections_is_free`).
 """
 
 from __future__ import annotations

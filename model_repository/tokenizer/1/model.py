@@ -18,7 +18,7 @@ Design (why it is shaped like this):
   requests are re-encoded one by one so that only the request at fault gets the error and its
   batch-mates succeed. The happy path pays for one call; a bad batch pays for two.
 - `model.py` is a thin class over the pure functions above it, unit-tested without a server
-  (tests/test_model_tokenizer.py). No assert/print: errors become TritonError, logs go to
+  (tests/serving/test_model_tokenizer.py). No assert/print: errors become TritonError, logs go to
   pb_utils.Logger.
 """
 

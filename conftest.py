@@ -1,4 +1,5 @@
-"""Shared fixtures. tests/ is on sys.path (rootdir conftest), so helpers import directly."""
+"""Shared fixtures and the Hypothesis profile of every test folder (tests/, bench/tests/,
+scripts/tests/). tests/ is on sys.path, so its helpers (references, corpus_fixture) import directly."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ settings.register_profile(
 )
 settings.load_profile("gputok")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
 
 from corpus_fixture import corpus  # noqa: E402,F401  (session fixture)
 

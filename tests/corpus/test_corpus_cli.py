@@ -35,7 +35,7 @@ from gputok.corpus import (  # noqa: E402
     verify_corpus,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EOT = 50256
 SEP = "\x1e\n"  # text-format document separator (record separator + newline)
 N_SHARDS = 3

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "scripts" / "check_structure.py"
+_PATH = Path(__file__).resolve().parents[2] / "scripts" / "check_structure.py"
 _spec = importlib.util.spec_from_file_location("check_structure", _PATH)
 cs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cs)
@@ -142,3 +142,14 @@ def test_module_lengths(tree, monkeypatch):
     assert cs.check_lengths(files) == [
         "module gputok/gone.py: stale allow-list entry (900): now within the limit or gone"
     ]
+
+
+def test_test_layout(tree):
+    files = tree("tests/core/test_a.py", "")
+    tree("bench/tests/test_b.py", "")
+    tree("tests/corpus/helper.py", "")
+    assert cs.check_test_layout(files) == []
+    tree("tests/test_root.py", "")  # not in a layer folder
+    tree("tests/gpu/test_a.py", "")  # a basename twice
+    errors = cs.check_test_layout(files)
+    assert sorted(e.split(":")[0] for e in errors) == ["tests/gpu/test_a.py", "tests/test_root.py"]

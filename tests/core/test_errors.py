@@ -16,7 +16,7 @@ import pytest
 import gputok
 from gputok import _core
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_exceptions_are_exported_and_are_value_errors():

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "perf_analyzer_configs/baseline_repository/preprocessing_gigatoken/1/model.py"
 
 

@@ -12,7 +12,7 @@ import pytest
 import gputok
 from gputok import _core
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCALARS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
 # Each code point after a letter, after a space, before a digit, before a contraction,
 # doubled, after NBSP and before a newline: every branch of the scanner sees it.

@@ -13,7 +13,7 @@ from packaging.utils import canonicalize_name
 
 tomllib = pytest.importorskip("tomllib")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REQ = REPO / "requirements"
 
 

@@ -10,7 +10,7 @@ at the bottom of this file.
 
 Time: bounded in CI. Each test runs GPUTOK_FUZZ_EXAMPLES examples (default 200; the whole file
 takes about 10 s on the 2-core CPU machine). For a longer run on demand:
-`GPUTOK_FUZZ_EXAMPLES=20000 .venv/bin/python -m pytest tests/test_fuzz.py -q`. The seeded,
+`GPUTOK_FUZZ_EXAMPLES=20000 .venv/bin/python -m pytest tests/core/test_fuzz.py -q`. The seeded,
 budgeted harnesses for the sanitizer builds live in fuzz/ (`make sanitize`).
 """
 

@@ -2,7 +2,7 @@
 at safe split positions into chunks), its lanes (several chunks in flight, collected in
 order) and its stitching (ids appended, segment ends) run here with the CPU encoder doing
 each chunk's work (``_core.encode_chunked_cpu``, the same C++ as the GPU's ``encode``). The
-result must equal one whole-text encode of the CPU path. tests/test_gpu.py runs the real
+result must equal one whole-text encode of the CPU path. tests/gpu/test_gpu.py runs the real
 device pipeline with small chunks and pool limits on the GPU machine.
 """
 

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("distributed")
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "corpus.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "corpus.md"
 DOCS_TEXT = [f"document {i}: héllo wörld, some text to tokenize." * 20 for i in range(40)]
 
 

@@ -1,7 +1,7 @@
 """The corpus run survives any file: a malformed or hostile Parquet file fails its own shard
 with an error naming the file and the reason, fast and in bounded memory, on both decoders,
 while the other shards complete; native entry points refuse out-of-range arguments instead
-of crashing. Each crafted file (tests/parquet_craft.py) is read in a child process, so that a
+of crashing. Each crafted file (tests/corpus/parquet_craft.py) is read in a child process, so that a
 regression that aborts or runs away fails its test instead of the whole session."""
 
 from __future__ import annotations

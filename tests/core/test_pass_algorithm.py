@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 INF = float("inf")
-RANKS_FILE = Path(__file__).resolve().parents[1] / "backend_src/gputok/data/gpt2.tiktoken"
+RANKS_FILE = Path(__file__).resolve().parents[2] / "backend_src/gputok/data/gpt2.tiktoken"
 
 
 def load_gpt2_ranks() -> dict[bytes, int]:

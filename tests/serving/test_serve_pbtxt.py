@@ -10,7 +10,7 @@ import pytest
 
 from gputok.serve import isolate, pbtxt
 
-REPO = Path(__file__).resolve().parents[1] / "model_repository"
+REPO = Path(__file__).resolve().parents[2] / "model_repository"
 
 
 def test_reads_every_product_config():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backend_src" / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "backend_src" / "tools"))
 import regen_gpt2_files as regen  # noqa: E402
 
 
