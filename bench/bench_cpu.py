@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
-import itertools
 import json
 import os
 import platform
@@ -57,11 +56,10 @@ for p in (REPO / "bench", REPO / "tests"):
 
 import _common  # noqa: E402
 from _common import cpu_model, ncores, replace_section  # noqa: E402
+from cpu_report import markdown  # noqa: E402
+from cpu_tokenizers import TOKENIZERS, build_tokenizers, first_mismatch, to_flat  # noqa: E402
 
 LENGTHS = (256, 1024, 4096, 16384, 131072)
-TOKENIZERS = ("tiktoken", "hf", "gigatoken", "gigatoken-tt", "gputok", "gputok-lists")
-# gigatoken in both exact configurations: Tokenizer(hf) and Tokenizer.from_tiktoken(ranks,
-# pretokenizer="gpt2"); the "vs gigatoken" column compares with the faster of the two.
 RESULTS = REPO / "bench" / "results"
 DOCS = _common.DOCS  # a dated note in bench/results/, not docs/benchmarks.md
 
@@ -100,130 +98,6 @@ def machine_info() -> dict:
 # ------------------------------------------------------------------ worker side
 
 
-def flat_from_lists(lists) -> tuple:
-    import numpy as np
-
-    lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
-    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    ids = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(offsets[-1]))
-    return ids, offsets
-
-
-def to_flat(name: str, out) -> tuple:
-    """Normalize each API's batch output to (ids int64, offsets int64)."""
-    import numpy as np
-
-    if name == "hf":
-        return flat_from_lists([e.ids for e in out])
-    if name.startswith("gigatoken"):
-        import awkward as ak
-
-        lay = ak.to_layout(out)
-        offs = np.asarray(lay.offsets, dtype=np.int64)
-        ids = np.asarray(lay.content.data, dtype=np.int64)[offs[0] : offs[-1]]
-        return ids, offs - offs[0]
-    if name == "gputok":
-        ids, offs = out
-        return np.asarray(ids, dtype=np.int64), np.asarray(offs, dtype=np.int64)
-    return flat_from_lists(out)  # tiktoken, gputok-lists
-
-
-def first_mismatch(ref, got, srcs) -> str | None:
-    import numpy as np
-
-    rid, roff = ref
-    gid, goff = got
-    if len(roff) != len(goff):
-        return f"{len(goff) - 1} rows, expected {len(roff) - 1}"
-    if np.array_equal(roff, goff) and np.array_equal(rid, gid):
-        return None
-    for i in range(len(roff) - 1):
-        a = rid[roff[i] : roff[i + 1]]
-        b = gid[goff[i] : goff[i + 1]]
-        if not np.array_equal(a, b):
-            j = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
-            return (
-                f"doc {i} ({srcs[i] if srcs else '?'}): first difference at token {j}: "
-                f"got {b[j : j + 5].tolist()} expected {a[j : j + 5].tolist()} "
-                f"(lengths {len(b)} vs {len(a)})"
-            )
-    return "offsets differ"
-
-
-def build_tokenizers(wanted: list[str], threads: int) -> tuple[dict, dict]:
-    """name -> (batch_fn(texts), single_fn(text) -> ids)."""
-    import numpy as np
-
-    import references as refs
-
-    fns: dict = {}
-    skipped: dict = {}
-    par = threads > 1
-    if "tiktoken" in wanted:
-        tt = refs.tiktoken_gpt2()
-        fns["tiktoken"] = (
-            lambda texts: tt.encode_ordinary_batch(texts, num_threads=threads),
-            tt.encode_ordinary,
-        )
-    if "hf" in wanted:
-        hf = refs.hf_gpt2()
-        fns["hf"] = (
-            lambda texts: hf.encode_batch(texts, add_special_tokens=False),
-            lambda t: hf.encode(t, add_special_tokens=False).ids,
-        )
-    for name, build in (
-        ("gigatoken", refs.gigatoken_gpt2),
-        ("gigatoken-tt", refs.gigatoken_tiktoken_gpt2),
-    ):
-        if name in wanted:
-            import awkward  # noqa: F401  (import before any timing; to_flat reads its layouts)
-
-            fns[name] = _gigatoken_fns(build(), par)
-    if "gputok" in wanted or "gputok-lists" in wanted:
-        try:
-            import gputok
-
-            tok = gputok.gpt2(device="cpu")
-            probe = tok.encode_ordinary("hello world")
-            assert list(probe) == [31373, 995], probe
-        except Exception as e:  # not built yet, or broken: report, don't fail the others
-            skipped["gputok"] = f"{type(e).__name__}: {e}"
-            log(f"gputok unavailable: {skipped['gputok']}")
-        else:
-
-            def g_single(t):
-                # encode_ordinary splits a long text across all cores, so the thread count
-                # is pinned through encode_batch_flat in every configuration.
-                ids, _ = tok.encode_batch_flat([t], num_threads=threads, disallowed_special=())
-                return np.asarray(ids)
-
-            if "gputok" in wanted:
-                fns["gputok"] = (
-                    lambda texts: tok.encode_batch_flat(
-                        texts, num_threads=threads, disallowed_special=()
-                    ),
-                    g_single,
-                )
-            if "gputok-lists" in wanted:
-                fns["gputok-lists"] = (
-                    lambda texts: tok.encode_ordinary_batch(texts, num_threads=threads),
-                    None,
-                )
-    return fns, skipped
-
-
-def _gigatoken_fns(gt, par: bool) -> tuple:
-    """gigatoken's batch call, and its single-text call: `encode` on 1 thread, `encode_batch([t])`
-    on more (it splits one document across cores)."""
-    single = (
-        gt.encode
-        if not par
-        else (lambda t: to_flat("gigatoken", gt.encode_batch([t], parallel=True))[0])
-    )
-    return (lambda texts: gt.encode_batch(texts, parallel=par), single)
-
-
 def timed(fn, arg) -> tuple[float, object]:
     gc.collect()
     gc.disable()
@@ -260,20 +134,10 @@ def cut_sequences(docs: list[str], tt, lengths) -> dict[int, tuple[str, int]]:
     return out
 
 
-def worker(args) -> dict:
-    import numpy as np
-
+def _load_docs(args) -> tuple[list[str], list[str], int]:
+    """The corpus (sources, texts, bytes), cut to --max-mb when set."""
     import corpus as corpus_mod
 
-    threads = args.threads
-    res: dict = {
-        "threads": threads,
-        "batch": {},
-        "single": {},
-        "errors": {},
-        "loadavg_start": list(os.getloadavg()),
-    }
-    log(f"[{threads}t] loading corpus {args.profile}")
     docs_src = corpus_mod.load_corpus_with_sources(args.profile)
     if args.max_mb:
         cap, tot, cut = args.max_mb * 1e6, 0, []
@@ -283,51 +147,58 @@ def worker(args) -> dict:
             cut.append((s, t))
             tot += len(t.encode("utf-8"))
         docs_src = cut
-    srcs = [s for s, _ in docs_src]
     docs = [t for _, t in docs_src]
-    nbytes = sum(len(t.encode("utf-8")) for t in docs)
-    res["corpus"] = {"profile": args.profile, "docs": len(docs), "bytes": nbytes}
-    fns, skipped = build_tokenizers(args.tokenizers, threads)
-    res["errors"].update(skipped)
+    return [s for s, _ in docs_src], docs, sum(len(t.encode("utf-8")) for t in docs)
 
-    # ---- corpus batch: cold checked pass, then timed passes
-    ref = None
-    ntok = None
+
+def _prefix_count(docs: list[str], max_mb: float) -> int:
+    """How many leading docs fit in max_mb (HF runs ~1-2 MB/s per core: it times a prefix)."""
+    cap, tot, k = max_mb * 1e6, 0, 0
+    while k < len(docs) and tot < cap:
+        tot += len(docs[k].encode("utf-8"))
+        k += 1
+    return k
+
+
+def _check_batch(name, flat, ref, docs, srcs, k) -> str | None:
+    """tiktoken is the reference (its ids must be non-empty); others are compared to it."""
+    import numpy as np
+
+    if name == "tiktoken":
+        lens = np.diff(flat[1])
+        empty = [i for i, t in enumerate(docs) if t and lens[i] == 0]
+        if empty:
+            raise SystemExit(f"tiktoken returned empty ids for non-empty doc {srcs[empty[0]]}")
+        return None
+    sub_ref = ref if k == len(docs) else (ref[0][: ref[1][k]], ref[1][: k + 1])
+    return first_mismatch(sub_ref, flat, srcs)
+
+
+def _bench_batches(args, fns, docs, srcs, nbytes, res) -> None:
+    """Corpus batch: a cold checked pass, then timed passes, per tokenizer."""
+    threads, ref = args.threads, None
     for name in [n for n in TOKENIZERS if n in fns]:
         batch_fn = fns[name][0]
-        # HF runs ~1-2 MB/s per core: --hf-max-mb lets it time a prefix of the corpus.
         k = len(docs)
         if name == "hf" and args.hf_max_mb and ref is not None:
-            cap, tot, k = args.hf_max_mb * 1e6, 0, 0
-            while k < len(docs) and tot < cap:
-                tot += len(docs[k].encode("utf-8"))
-                k += 1
+            k = _prefix_count(docs, args.hf_max_mb)
         texts = docs if k == len(docs) else docs[:k]
         sub_bytes = nbytes if k == len(docs) else sum(len(t.encode("utf-8")) for t in texts)
         log(f"[{threads}t] batch {name}: cold pass + check ({sub_bytes / 1e6:.1f} MB)")
         t_cold, out = timed(batch_fn, texts)
         flat = to_flat(name, out)
         del out
+        mism = _check_batch(name, flat, ref, docs, srcs, k)
         if name == "tiktoken":
             ref = flat
-            ntok = int(ref[1][-1])
-            lens = np.diff(ref[1])
-            empty = [i for i, t in enumerate(docs) if t and lens[i] == 0]
-            if empty:
-                raise SystemExit(f"tiktoken returned empty ids for non-empty doc {srcs[empty[0]]}")
-            mism = None
-        else:
-            sub_ref = ref if k == len(docs) else (ref[0][: ref[1][k]], ref[1][: k + 1])
-            mism = first_mismatch(sub_ref, flat, srcs)
         del flat
         if mism:
             log(f"[{threads}t] MISMATCH {name}: {mism}")
             res["errors"][name] = f"mismatch vs tiktoken: {mism}"
             continue
-        sub_tok = ntok if k == len(docs) else int(ref[1][k])
+        sub_tok = int(ref[1][k])
         times = []
-        reps = args.hf_repeat if name == "hf" else args.repeat
-        for _ in range(reps):
+        for _ in range(args.hf_repeat if name == "hf" else args.repeat):
             t, out = timed(batch_fn, texts)
             del out
             times.append(t)
@@ -347,14 +218,27 @@ def worker(args) -> dict:
             f"[{threads}t] batch {name}: {sub_bytes / med / 1e6:.1f} MB/s "
             f"(cold {sub_bytes / t_cold / 1e6:.1f})"
         )
-    gc.collect()
 
-    # ---- single sequences
+
+def _time_single(args, single, text) -> tuple[float, int]:
+    """Median seconds of single(text): at least --single-min runs, more within the budget."""
+    times = []
+    t_all = time.perf_counter()
+    while len(times) < args.single_min or (
+        time.perf_counter() - t_all < args.single_budget and len(times) < args.single_max
+    ):
+        t, _ = timed(single, text)
+        times.append(t)
+    return statistics.median(times), len(times)
+
+
+def _bench_singles(args, fns, docs, res) -> None:
+    """Single sequences cut from the corpus, each checked against tiktoken before it is timed."""
     import references as refs
 
+    threads = args.threads
     tt = refs.tiktoken_gpt2()
-    seqs = cut_sequences(docs, tt, args.lengths)
-    for L, (text, n) in seqs.items():
+    for L, (text, n) in cut_sequences(docs, tt, args.lengths).items():
         want = tt.encode_ordinary(text)
         for name in [n_ for n_ in TOKENIZERS if n_ in fns and fns[n_][1] is not None]:
             if name in res["errors"]:
@@ -366,19 +250,12 @@ def worker(args) -> dict:
                 res["errors"][f"{name}@{L}"] = f"single-sequence mismatch at token {j}"
                 log(f"[{threads}t] MISMATCH {name} single {L}: at token {j}")
                 continue
-            times = []
-            budget = args.single_budget
-            t_all = time.perf_counter()
-            while len(times) < args.single_min or (
-                time.perf_counter() - t_all < budget and len(times) < args.single_max
-            ):
-                t, _ = timed(single, text)
-                times.append(t)
+            med, reps = _time_single(args, single, text)
             res["single"].setdefault(name, {})[str(L)] = {
                 "tokens": n,
                 "bytes": len(text.encode("utf-8")),
-                "ms": statistics.median(times) * 1e3,
-                "reps": len(times),
+                "ms": med * 1e3,
+                "reps": reps,
             }
         log(
             f"[{threads}t] single {L} ({n} tokens): "
@@ -386,115 +263,30 @@ def worker(args) -> dict:
                 f"{k} {v[str(L)]['ms']:.3f} ms" for k, v in res["single"].items() if str(L) in v
             )
         )
+
+
+def worker(args) -> dict:
+    threads = args.threads
+    res: dict = {
+        "threads": threads,
+        "batch": {},
+        "single": {},
+        "errors": {},
+        "loadavg_start": list(os.getloadavg()),
+    }
+    log(f"[{threads}t] loading corpus {args.profile}")
+    srcs, docs, nbytes = _load_docs(args)
+    res["corpus"] = {"profile": args.profile, "docs": len(docs), "bytes": nbytes}
+    fns, skipped = build_tokenizers(args.tokenizers, threads)
+    res["errors"].update(skipped)
+    _bench_batches(args, fns, docs, srcs, nbytes, res)
+    gc.collect()
+    _bench_singles(args, fns, docs, res)
     res["loadavg_end"] = list(os.getloadavg())
     return res
 
 
 # ------------------------------------------------------------------ driver side
-
-
-def fmt_ratio(a: float | None, b: float | None) -> str:
-    if not a or not b:
-        return "–"
-    return f"{a / b:.2f}×"
-
-
-LABEL = {
-    "tiktoken": "tiktoken `encode_ordinary_batch`",
-    "hf": "HF tokenizers `encode_batch`",
-    "gigatoken": "gigatoken(hf) `encode_batch`",
-    "gigatoken-tt": "gigatoken.from_tiktoken `encode_batch`",
-    "gputok": "**gputok-CPU `encode_batch_flat`**",
-    "gputok-lists": "gputok-CPU `encode_ordinary_batch`",
-}
-SLABEL = {
-    "tiktoken": "tiktoken `encode_ordinary`",
-    "hf": "HF tokenizers `encode`",
-    "gigatoken": "gigatoken(hf) `encode` (1t) / `encode_batch([t])`",
-    "gigatoken-tt": "gigatoken.from_tiktoken `encode` (1t) / `encode_batch([t])`",
-    "gputok": "**gputok-CPU** `encode_ordinary` (1t) / `encode_batch_flat([t])`",
-}
-
-
-def markdown(report: dict) -> str:
-    m = report["machine"]
-    c = report["corpus"]
-    lines = [
-        f"## CPU, {report['date']}, {m['cores']} cores ({m['cpu']})",
-        "",
-        f"- Machine: `{m['host']}`, {m['cores']} cores, {m['cpu']}, {m['mem_gib']} GiB, "
-        f"Python {m['python']}; " + ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v),
-        f"- Command: `{report['command']}`",
-        f"- Corpus: profile `{c['profile']}` (bench/corpus_manifest.json), {c['docs']} documents, "
-        f"{c['bytes'] / 1e6:.1f} MB UTF-8, {report.get('tokens', 0) / 1e6:.2f} M tokens; "
-        f"mixed English reST docs, Python source, kernel YAML, man pages in ja/zh/ru/de/fr/pl.",
-        "- Every output was checked equal to tiktoken's before timing. Median of "
-        f"{report['repeat']} warm passes ({report.get('hf_repeat', 1)} for HF) after one cold "
-        "pass (pretoken caches are warm in the timed passes; cold MB/s shown beside).",
-    ]
-    loads = [
-        f"{r['loadavg_start'][0]:.1f}" for r in report["runs"].values() if "loadavg_start" in r
-    ]
-    if loads:
-        lines.append(
-            f"- 1-min load average when each worker started (other work on the machine "
-            f"skews figures): {', '.join(loads)}"
-        )
-    errs = {f"{t}t {k}": v for t, r in report["runs"].items() for k, v in r["errors"].items()}
-    if errs:
-        lines.append("- Not measured / failed: " + "; ".join(f"{k}: {v}" for k, v in errs.items()))
-    lines += [
-        "",
-        "| tokenizer | threads | MB/s | M tokens/s | cold MB/s | vs tiktoken | vs gigatoken |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for t, r in report["runs"].items():
-        b = r["batch"]
-        tt = b.get("tiktoken", {}).get("MBps")
-        gg = max((b.get(g, {}).get("MBps") or 0 for g in ("gigatoken", "gigatoken-tt")), default=0)
-        for name in TOKENIZERS:
-            if name not in b:
-                continue
-            x = b[name]
-            part = ""
-            if x.get("bytes") and x["bytes"] < c["bytes"]:
-                part = f" (first {x['bytes'] / 1e6:.3g} MB)"
-            lines.append(
-                f"| {LABEL[name]}{part} | {t} | {x['MBps']:.1f} | {x['Mtokps']:.2f} | {x['cold_MBps']:.1f} | "
-                f"{fmt_ratio(x['MBps'], tt)} | {fmt_ratio(x['MBps'], gg)} |"
-            )
-    for t, r in report["runs"].items():
-        s = r["single"]
-        if not s:
-            continue
-        Ls = sorted({int(L) for v in s.values() for L in v})
-        any_name = next(iter(s.values()))
-        hdr = " | ".join(f"{round(L / 1000)}K" if L >= 1024 else str(L) for L in Ls)
-        lines += [
-            "",
-            f"Single sequence, {t} thread{'s' if int(t) > 1 else ''}: median ms end to end "
-            "(str in, ids out); ratio = tiktoken's time / this time. Exact token counts: "
-            + ", ".join(f"{any_name[str(L)]['tokens']}" for L in Ls if str(L) in any_name)
-            + ".",
-            "",
-            f"| tokenizer | {hdr} |",
-            "|---|" + "---:|" * len(Ls),
-        ]
-        tts = s.get("tiktoken", {})
-        for name in TOKENIZERS:
-            if name not in s:
-                continue
-            cells = []
-            for L in Ls:
-                v = s[name].get(str(L))
-                if not v:
-                    cells.append("–")
-                    continue
-                ref = tts.get(str(L), {}).get("ms")
-                ratio = f" ({ref / v['ms']:.1f}×)" if ref and name != "tiktoken" else ""
-                cells.append(f"{v['ms']:.3f}{ratio}")
-            lines.append(f"| {SLABEL[name]} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def write_docs(md: str, heading: str) -> None:

@@ -84,7 +84,6 @@ FUNCTION_ALLOW: dict[str, int] = {
     "bench/bench_corpus.py::main": 338,
     "bench/bench_corpus.py::markdown": 100,
     "bench/bench_corpus.py::run_dask": 101,
-    "bench/bench_cpu.py::worker": 128,
     "bench/bench_gpu_threads.py::main": 124,
     "bench/corpus_stages.py::main": 94,
     "bench/gpu_ablation.py::main": 100,
@@ -104,7 +103,6 @@ MODULE_ALLOW: dict[str, int] = {
     "backend_src/csrc/unicode_tables.h": 801,  # generated (make unicode-tables): data, not code
     "backend_src/gputok/serve/triton.py": 773,
     "bench/bench_corpus.py": 935,
-    "bench/bench_cpu.py": 642,
     "bench/corpus.py": 568,
     "model_repository/gpt2/1/model.py": 511,
     "tests/e2e/test_bad_input.py": 521,
