@@ -196,3 +196,12 @@ from .shard import (  # noqa: F401
     warm_worker,
 )
 from .spec import ShardSpec  # noqa: F401
+from .tasks import (  # noqa: F401
+    DEFAULT_TASK_BYTES,
+    IN_PROCESS_BELOW_BYTES,
+    group_specs,
+    run_in_process,
+    tokenize_group,
+    warm,
+    warm_all,
+)

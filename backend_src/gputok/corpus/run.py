@@ -28,27 +28,46 @@ reader cannot read (other codecs or encodings) go to Arrow; the output is the sa
 way (docs/corpus.md, "Parquet decoding"). hash: how the shard files are hashed for the
 manifest (HASHES): "xxh3_128" (default; the xxhash package) or "sha256". Shards written
 earlier keep the digest they were written with, and a resume checks that one.
+in_process: True runs the tasks on threads of this process with no Dask cluster, False on a
+cluster; None (default) in process when no client, scheduler, n_workers, workers_per_gpu or
+processes=False is given and the input files hold fewer than in_process_below bytes
+(tasks.IN_PROCESS_BELOW_BYTES). task_bytes: consecutive shards smaller than this are grouped
+into one task (tasks.group_specs; 0: one task per shard); each keeps its own output and entry.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
-import secrets
-import sys
 import time
 from collections.abc import Callable
 
 from ._common import DEFAULT_BATCH_BYTES, ERROR_POLICIES, MANIFEST, CorpusError, CorpusInputError
-from .cluster import _close_quietly, _ClusterOptions, _cpu_count, _make_client
+from .cluster import (
+    _close_quietly,
+    _ClusterOptions,
+    _cpu_count,
+    _make_client,
+    default_threads_per_worker,
+)
 from .discovery import _SHARD_RE, plan_shards
 from .files import DEFAULT_HASH, _json_bytes, _load_json, atomic_write_bytes, new_hasher
 from .manifest import _settings, build_manifest
 from .parquet import PARQUET_DECODERS
 from .readers import check_field
-from .shard import sum_stages, tokenize_shard
+from .shard import sum_stages
 from .spec import ShardSpec
+from .tasks import (
+    DEFAULT_TASK_BYTES,
+    IN_PROCESS_BELOW_BYTES,
+    group_specs,
+    run_in_process,
+    run_on_client,
+    warm,
+    warm_all,
+)
 
 
 @dataclasses.dataclass
@@ -63,6 +82,15 @@ class CorpusRun:
     devices: list[str]
     # Per stage (STAGES), the seconds the written shards' tasks spent in it, summed.
     stage_seconds: dict = dataclasses.field(default_factory=dict)
+    # Seconds before the first shard, by step: "cluster" (start or join it; absent in
+    # process) and "tokenizers" (every worker builds its own, all at once). In ``seconds``.
+    startup: dict = dataclasses.field(default_factory=dict)
+    in_process: bool = False  # ran in this process, with no Dask cluster
+    tasks: int = 0  # tasks the shards were grouped into
+
+    @property
+    def startup_seconds(self) -> float:
+        return float(sum(self.startup.values()))
 
     @property
     def text_bytes(self) -> int:
@@ -148,11 +176,15 @@ def tokenize_corpus(
     fsync: bool = True,
     parquet_decoder: str = "auto",
     hash: str = DEFAULT_HASH,  # noqa: A002 - mirrors the CLI option
+    in_process: bool | None = None,
+    in_process_below: int = IN_PROCESS_BELOW_BYTES,
+    task_bytes: int = DEFAULT_TASK_BYTES,
     log: Callable[[str], None] | None = None,
     _fault: dict | None = None,
 ) -> CorpusRun:
-    """Tokenize every input shard on a Dask cluster (the parameters: this module's doc;
-    docs/corpus.md). Returns a CorpusRun; raises CorpusError naming the shards that failed."""
+    """Tokenize every input shard, in this process or on a Dask cluster (the parameters: this
+    module's doc; docs/corpus.md). Returns a CorpusRun; raises CorpusError naming the shards
+    that failed."""
     log = log or (lambda msg: print(msg, flush=True))
     _check_run_args(parquet_decoder, errors, hash, device)
     t_start = time.perf_counter()
@@ -161,13 +193,9 @@ def tokenize_corpus(
     if paths and fmt != "text":
         _check_field_sample(paths, fmt, field)
     common = ShardSpec(
-        format=fmt,
-        field=field,
-        text_separator=text_separator,
-        eot=eot,
-        errors=errors,
+        format=fmt, field=field, text_separator=text_separator, eot=eot, errors=errors,
         skip_empty=skip_empty,
-    )
+    )  # fmt: skip
     settings = _settings(common)
     previous = _check_out_dir(out_dir, set(names), settings, overwrite)
 
@@ -195,19 +223,59 @@ def tokenize_corpus(
         shard_spec(common, p, base, n, out_dir, manifest_entry=previous.get(n), **task)
         for p, n in zip(paths, names, strict=True)
     ]
-    results, failures = _run_on_cluster(
-        client, opts, specs, f"{fmt} shard(s) from {base} -> {out_dir}", progress
-    )
-    return _finish(out_dir, settings, base, fmt, names, results, failures, t_start)
+    what = f"{fmt} shard(s) from {base} -> {out_dir}"
+    plan = _TaskPlan([_file_size(p) for p in paths], int(task_bytes), what, progress)
+    here = _choose_in_process(in_process, in_process_below, client, opts, sum(plan.sizes))
+    runner = _run_here if here else functools.partial(_run_on_cluster, client)
+    results, failures, startup, tasks = runner(opts, specs, plan)
+    extra = {"startup": startup, "in_process": here, "tasks": tasks}
+    return _finish(out_dir, settings, base, fmt, names, results, failures, t_start, extra)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TaskPlan:
+    """What running the specs needs besides them: each input's size, the target task size,
+    the run's description for the log, and whether to show progress."""
+
+    sizes: list[int]
+    task_bytes: int
+    what: str
+    progress: bool
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _choose_in_process(
+    in_process: bool | None, below: int, client, opts: _ClusterOptions, total: int
+) -> bool:
+    """In this process when told so, or by default when nothing names a cluster (no client,
+    scheduler, worker count, workers per GPU or thread workers) and the inputs hold fewer
+    than ``below`` bytes; a Dask cluster otherwise."""
+    named = client is not None or opts.scheduler is not None
+    if in_process is not None:
+        if in_process and named:
+            raise ValueError("in_process=True runs no cluster: give no client or scheduler")
+        return bool(in_process)
+    shaped = opts.n_workers is not None or opts.workers_per_gpu is not None or not opts.processes
+    return not named and not shaped and total < below
 
 
 def _run_on_cluster(
-    client, opts: _ClusterOptions, specs: list[ShardSpec], what: str, progress: bool
-) -> tuple[dict, list[str]]:
+    client, opts: _ClusterOptions, specs: list[ShardSpec], plan: _TaskPlan
+) -> tuple[dict, list[str], dict]:
     """Runs the specs on the given client, or on a cluster of our own (closed after); fills
-    in what the cluster decides: GPUs, GPU by worker name, and num_threads where None."""
+    in what the cluster decides: GPUs, GPU by worker name, and num_threads where None.
+    Returns (results, failures, start-up seconds: "cluster" to start or join it, "tokenizers"
+    for every worker to build its tokenizer, all at once; the number of tasks)."""
     own = client is None
+    t0 = time.perf_counter()
     client, cluster, gpus, by_name = _open_client(client, opts)
+    startup = {"cluster": time.perf_counter() - t0}
     try:
         workers, slots = _slots(client)
         num_threads = specs[0].num_threads if specs else 0
@@ -224,13 +292,43 @@ def _run_on_cluster(
             )
             for s in specs
         ]
+        t1 = time.perf_counter()
+        if specs:
+            warm_all(client, specs[0])
+        startup["tokenizers"] = time.perf_counter() - t1
+        groups = group_specs(specs, plan.sizes, plan.task_bytes, slots)
         opts.log(
-            f"tokenizing {len(specs)} {what} on {workers} worker(s), {slots} shard(s) at a time"
+            f"tokenizing {len(specs)} {plan.what} on {workers} worker(s), {slots} shard(s) at a "
+            f"time, in {len(groups)} task(s); start-up {sum(startup.values()):.1f} s"
         )
-        return _run_tasks(client, specs, progress)
+        return (*run_on_client(client, groups, plan.progress), startup, len(groups))
     finally:
         if own:
             _close_quietly(client, cluster)
+
+
+def _run_here(opts: _ClusterOptions, specs: list[ShardSpec], plan: _TaskPlan):
+    """Runs the specs in this process, with no cluster: ``threads`` shards at once sharing
+    this process's tokenizer (GPU 0 where the device is a GPU), each call on cores / threads
+    CPU threads unless num_threads says. Same results as _run_on_cluster."""
+    import gputok
+
+    gpus = 1 if opts.device != "cpu" and gputok.cuda_available()[0] else 0
+    threads = opts.threads_per_worker or default_threads_per_worker(gpus)
+    num_threads = specs[0].num_threads if specs else 0
+    if num_threads is None:
+        num_threads = max(1, _cpu_count() // threads)
+    specs = [dataclasses.replace(s, num_threads=int(num_threads)) for s in specs]
+    t0 = time.perf_counter()
+    if specs:
+        warm(specs[0])
+    startup = {"tokenizers": time.perf_counter() - t0}
+    groups = group_specs(specs, plan.sizes, plan.task_bytes, threads)
+    opts.log(
+        f"tokenizing {len(specs)} {plan.what} in this process (no cluster), {threads} shard(s) "
+        f"at a time, in {len(groups)} task(s); start-up {startup['tokenizers']:.1f} s"
+    )
+    return (*run_in_process(groups, threads, plan.progress), startup, len(groups))
 
 
 def _open_client(client, opts: _ClusterOptions):
@@ -280,59 +378,11 @@ def _slots(client) -> tuple[int, int]:
     return workers, max(workers, sum(int(w.get("nthreads") or 1) for w in info.values()))
 
 
-def _run_tasks(client, specs: list[ShardSpec], progress: bool) -> tuple[dict, list[str]]:
-    """Runs tokenize_shard on every spec: (results by shard name, the failures' lines)."""
-    import distributed
-
-    token = secrets.token_hex(4)
-    names = [s.name for s in specs]
-    futures = client.map(
-        tokenize_shard, specs, key=[f"tokenize_shard-{n}-{token}" for n in names], pure=False
-    )
-    if progress:
-        sizes = [os.stat(s.path).st_size if os.path.exists(s.path) else 0 for s in specs]
-        _progress(futures, sizes)
-    distributed.wait(futures)
-    # The finished shards' results in one gather: one round trip, where a result() per
-    # future took ~2.7 ms each (0.17 s of a 0.9 s run of 64 shards, 2-core dev VM,
-    # 2026-11-23). Failures are rare and fetched one by one.
-    done = [(n, f) for n, f in zip(names, futures, strict=True) if f.status == "finished"]
-    results = dict(zip([n for n, _ in done], client.gather([f for _, f in done]), strict=True))
-    failures = []
-    for spec, fut in zip(specs, futures, strict=True):
-        if spec.name not in results:
-            exc = fut.exception()
-            failures.append(f"{spec.name} ({spec.source}): {type(exc).__name__}: {exc}")
-    return results, failures
-
-
-def _progress(futures, sizes: list[int]) -> None:
-    """Until every task has ended: shards done, input MB done, MB/s and the ETA, redrawn on
-    a terminal every 0.5 s, a line every 10 s into a log. MB are of the input files (Parquet
-    and .gz as they lie on disk), which is what a run reads."""
-    tty = sys.stdout.isatty()
-    total, t0 = sum(sizes), time.perf_counter()
-    while True:
-        ended = [f.status != "pending" for f in futures]
-        n = sum(ended)
-        got = sum(s for s, e in zip(sizes, ended, strict=True) if e)
-        took = time.perf_counter() - t0
-        rate = got / took if took > 0 else 0.0
-        eta = f"{(total - got) / rate:.0f} s" if rate > 0 and n < len(futures) else "-"
-        line = (
-            f"{n}/{len(futures)} shards, {got / 1e6:.1f}/{total / 1e6:.1f} MB of input, "
-            f"{rate / 1e6:.1f} MB/s, ETA {eta}"
-        )
-        print("\r" + line if tty else line, end="" if tty else "\n", flush=True)
-        if n == len(futures):
-            if tty:
-                print(flush=True)
-            return
-        time.sleep(0.5 if tty else 10.0)
-
-
-def _finish(out_dir, settings, base, fmt, names, results, failures, t_start) -> CorpusRun:
-    """Writes the manifest; the run, or CorpusError naming the failed shards."""
+def _finish(
+    out_dir, settings, base, fmt, names, results, failures, t_start, extra: dict
+) -> CorpusRun:
+    """Writes the manifest; the run (``extra``: CorpusRun's start-up, in_process and tasks),
+    or CorpusError naming the failed shards."""
     entries = [results[n]["entry"] for n in names if n in results]
     manifest = build_manifest(settings, base, fmt, entries, complete=not failures)
     atomic_write_bytes(os.path.join(out_dir, MANIFEST), _json_bytes(manifest))
@@ -344,6 +394,7 @@ def _finish(out_dir, settings, base, fmt, names, results, failures, t_start) -> 
         seconds=time.perf_counter() - t_start,
         devices=sorted({r["device"] for r in results.values() if r.get("device")}),
         stage_seconds=sum_stages(results.values()),
+        **extra,
     )
     if failures:
         raise CorpusError(

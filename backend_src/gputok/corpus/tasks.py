@@ -1,0 +1,223 @@
+"""How a run's shards become tasks, and where the tasks run.
+
+* Grouping (group_specs): consecutive small shards go into one task of about ``task_bytes``
+  of input, run one after another by tokenize_group; each shard still gets its own output
+  files and manifest entry, so a resume still keeps or redoes shard by shard.
+* Start-up (warm_all): every worker builds its tokenizer at once (``client.run``), timed
+  apart from the shards.
+* In-process (run_in_process): a small corpus runs on a thread pool of this process, with no
+  Dask cluster: the same tasks, the same files and manifest.
+
+Where a run's time goes before and around its shards (2-core dev VM shared by 8 jobs, load
+~18, CPU tokenizer, 2026-11-25 13:25 UTC; orders of magnitude, not figures):
+
+* before the first shard, on a cluster: ``import distributed`` 2.1 s in the driver; a
+  LocalCluster of 1 worker process 3.2 s, of 2 workers 4.4 s (Dask starts them at once,
+  asyncio.gather; two cores make them queue); each worker's tokenizer 0.66-0.81 s (in
+  process 0.45 s); closing the cluster 1.4-1.8 s at the end. ``gputok corpus`` on one 100 KB
+  shard: 18 s wall on a cluster, 4.2 s in process, gigatoken's script 1.9 s.
+* per task on Dask: ~15 ms for one round trip, 200 no-op tasks 0.8-1.2 s (4-6 ms each).
+* per shard in a task: opening the file 0.01 ms; the entry's write 0.13-0.17 ms, 0.7-13 ms
+  with its fsync; the shard's reader and writer threads and readers' set-up ~10 ms (3.4 MB in
+  64 shards took 1.26 s, in 8 shards 0.59 s).
+* 6.7 MB in 200 JSONL shards: 0.9-1.4 s in process; on 2 workers 9.9 s as 200 tasks and
+  9.7 s as 5 grouped tasks (start-up 5-6 s of it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+
+from .shard import _remove_stale_all, _tokenizer, _worker_device_id, tokenize_shard
+from .spec import ShardSpec
+
+# Input bytes per task that grouping aims at (tokenize_corpus's task_bytes): a task of 64 MB
+# runs ~20-60 ms on a GPU worker (1-3 GB/s), so Dask's ~5 ms per task stays below a tenth
+# of it, while 1 GB still makes 16 tasks for the 16 threads of a 16-core host's default
+# cluster (the target also shrinks to total / (2 x threads)).
+DEFAULT_TASK_BYTES = 64 << 20
+
+# Below this many input bytes a run with no client, scheduler or cluster shape given runs in
+# this process (tokenize_corpus's in_process_below). In process saves the cluster's start-up
+# and close S but runs one interpreter (rate R1) where the cluster runs several (Rc): it wins
+# below S / (1/R1 - 1/Rc) bytes.
+IN_PROCESS_BELOW_BYTES = 512 << 20
+
+
+def group_specs(
+    specs: Sequence[ShardSpec], sizes: Sequence[int], task_bytes: int, slots: int
+) -> list[list[ShardSpec]]:
+    """Consecutive shards in groups of about ``task_bytes`` of input (a shard larger than that
+    is a group alone). The target shrinks to total / (2 x slots) so that every one of the
+    ``slots`` Dask threads gets two tasks or more and the last ones even out; ``task_bytes`` <= 0
+    makes one task per shard."""
+    if task_bytes <= 0:
+        return [[s] for s in specs]
+    target = max(1, min(int(task_bytes), sum(sizes) // max(1, 2 * slots)))
+    groups: list[list[ShardSpec]] = []
+    cur: list[ShardSpec] = []
+    cur_bytes = 0
+    for spec, size in zip(specs, sizes, strict=True):
+        if cur and cur_bytes + size > target:
+            groups.append(cur)
+            cur, cur_bytes = [], 0
+        cur.append(spec)
+        cur_bytes += size
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def tokenize_group(specs: Sequence[ShardSpec]) -> list[dict]:
+    """One task: tokenize_shard on each spec in turn (the Dask task, or a thread's in
+    process). A shard that fails is recorded with its error and the others go on, as they do
+    when each shard is its own task. One scan of the output directory for leftover temporary
+    files serves the whole group (it was one scan per shard, of a directory that holds three
+    files per shard)."""
+    if specs:
+        _remove_stale_all(specs[0].out_dir, {s.name for s in specs})
+    out = []
+    for spec in specs:
+        try:
+            res = tokenize_shard(spec, scan_stale=False)
+        except Exception as e:  # noqa: BLE001 - reported per shard, like a failed task
+            res = {"error": f"{type(e).__name__}: {e}"}
+        out.append({**res, "name": spec.name})
+    return out
+
+
+def warm(spec: ShardSpec) -> dict:
+    """Build this process's tokenizer for ``spec`` (device, GPU): its device and when the
+    build started and ended (wall clock), so a test can see the workers' builds overlap."""
+    t0 = time.time()
+    fault = spec.fault or {}
+    if fault.get("mode") == "slow_start":  # test hook: a tokenizer that takes this long
+        time.sleep(float(fault["seconds"]))
+    dev = _tokenizer(spec.device, _worker_device_id(spec)).device
+    return {"device": dev, "start": t0, "end": time.time()}
+
+
+def warm_all(client, spec: ShardSpec) -> dict:
+    """Every worker of ``client`` builds its tokenizer, all at once: one task pinned to each
+    worker, submitted together and run on the workers' task threads ({worker address:
+    warm()'s dict}). Not ``client.run``: that calls the function on each worker's event loop,
+    which in-process (thread) workers share, so their builds ran one after another."""
+    workers = list(client.scheduler_info(n_workers=-1).get("workers", {}))
+    token = secrets.token_hex(4)
+    futures = [
+        client.submit(
+            warm,
+            spec,
+            workers=[w],
+            allow_other_workers=False,
+            pure=False,
+            key=f"gputok-warm-{k}-{token}",
+        )
+        for k, w in enumerate(workers)
+    ]
+    return dict(zip(workers, client.gather(futures), strict=True))
+
+
+def _failure(spec: ShardSpec, err: str) -> str:
+    return f"{spec.name} ({spec.source}): {err}"
+
+
+def _collect(groups, group_results) -> tuple[dict, list[str]]:
+    """(results by shard name, the failures' lines) from the groups' results (a list per
+    group, or an exception for a group whose task itself failed)."""
+    results, failures = {}, []
+    for group, res in zip(groups, group_results, strict=True):
+        if isinstance(res, BaseException):
+            failures += [_failure(s, f"{type(res).__name__}: {res}") for s in group]
+            continue
+        by_name = {s.name: s for s in group}
+        for r in res:
+            if "error" in r:
+                failures.append(_failure(by_name[r["name"]], r["error"]))
+            else:
+                results[r["name"]] = r
+    return results, failures
+
+
+def _sizes(group) -> int:
+    return sum(os.stat(s.path).st_size if os.path.exists(s.path) else 0 for s in group)
+
+
+def run_on_client(client, groups, progress: bool) -> tuple[dict, list[str]]:
+    """The groups as Dask tasks: (results by shard name, the failures' lines)."""
+    import distributed
+
+    token = secrets.token_hex(4)
+    keys = [f"tokenize_group-{g[0].name}-{len(g)}-{token}" for g in groups]
+    futures = client.map(tokenize_group, groups, key=keys, pure=False)
+    if progress:
+        _progress(
+            futures, groups, lambda f: f.status != "pending", lambda t: _dask_wait(futures, t)
+        )
+    distributed.wait(futures)
+    # The finished tasks' results in one gather: one round trip, where a result() per
+    # future took ~2.7 ms each (0.17 s of a 0.9 s run of 64 shards, 2-core dev VM,
+    # 2026-11-23). Failed tasks (a worker lost too often) are fetched one by one.
+    done = [k for k, f in enumerate(futures) if f.status == "finished"]
+    got = dict(zip(done, client.gather([futures[k] for k in done]), strict=True))
+    return _collect(
+        groups, [got[k] if k in got else futures[k].exception() for k in range(len(groups))]
+    )
+
+
+def run_in_process(groups, threads: int, progress: bool) -> tuple[dict, list[str]]:
+    """The groups on ``threads`` threads of this process, sharing its tokenizer (built before,
+    by the caller). On an interrupt, groups not started are dropped; the shards running end."""
+    pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="gputok-corpus-task")
+    try:
+        futures = [pool.submit(tokenize_group, g) for g in groups]
+        if progress:
+            _progress(futures, groups, lambda f: f.done(), lambda t: wait(futures, t))
+        group_results = [f.exception() or f.result() for f in futures]
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return _collect(groups, group_results)
+
+
+def _dask_wait(futures, timeout: float) -> None:
+    import distributed
+
+    with contextlib.suppress(TimeoutError):
+        distributed.wait(futures, timeout=timeout)
+
+
+def _progress(futures, groups, ended: Callable, wait_for: Callable[[float], None]) -> None:
+    """Until every task has ended: shards done, input MB done, MB/s and the ETA, redrawn on
+    a terminal every 0.5 s, a line every 10 s into a log. MB are of the input files (Parquet
+    and .gz as they lie on disk), which is what a run reads. It waits on the tasks, not a
+    timer, so the run goes on the moment the last one ends (a plain 10 s sleep held a short
+    run that long when the output was not a terminal)."""
+    tty = sys.stdout.isatty()
+    sizes = [_sizes(g) for g in groups]
+    counts = [len(g) for g in groups]
+    total, shards, t0 = sum(sizes), sum(counts), time.perf_counter()
+    while True:
+        done = [ended(f) for f in futures]
+        n = sum(c for c, e in zip(counts, done, strict=True) if e)
+        got = sum(s for s, e in zip(sizes, done, strict=True) if e)
+        took = time.perf_counter() - t0
+        rate = got / took if took > 0 else 0.0
+        eta = f"{(total - got) / rate:.0f} s" if rate > 0 and n < shards else "-"
+        line = (
+            f"{n}/{shards} shards, {got / 1e6:.1f}/{total / 1e6:.1f} MB of input, "
+            f"{rate / 1e6:.1f} MB/s, ETA {eta}"
+        )
+        print("\r" + line if tty else line, end="" if tty else "\n", flush=True)
+        if all(done):
+            if tty:
+                print(flush=True)
+            return
+        wait_for(0.5 if tty else 10.0)
