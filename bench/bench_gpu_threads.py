@@ -181,7 +181,7 @@ def host_copy_rates() -> list[dict]:
     return rows
 
 
-def main() -> int:
+def _parse_args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default="1,2,4,8", help="caller thread counts (comma list)")
     ap.add_argument("--slots", default="1,4", help="GpuTuning.encode_slots values (1-4)")
@@ -199,42 +199,36 @@ def main() -> int:
     ap.add_argument("--host-copy", action="store_true", help="also the host's memory copy rate")
     args = ap.parse_args()
     args.threads_list = [int(t) for t in args.threads.split(",")]
+    return args
 
-    import gputok
-    from corpus import load_corpus
-    from references import gigatoken_gpt2, tiktoken_gpt2
 
-    ok, why = gputok.cuda_available()
-    if not ok:
-        raise SystemExit(f"needs a GPU: {why}")
-    docs = load_corpus("bench")
-    batches = make_batches(docs, args.batch_mb, args.total_mb)
-    size = sum(len(b[0]) for b in batches)
-    tt = tiktoken_gpt2()
-    want = expected(batches, tt)
-    print(f"{len(batches)} batches, {size / 1e6:.0f} MB, host cores {NCPU}", flush=True)
+def _peer_rows(args, batches, tt, size) -> list[dict]:
+    """tiktoken and gigatoken (all host cores) on the same batches, as str lists."""
+    from references import gigatoken_gpt2
 
     def best(fn) -> float:
         return min(fn() for _ in range(args.repeat))
 
-    rows = []
+    lists = [[d.decode() for d in raw] for _, _, raw in batches]
     t_tt = best(
-        lambda: _timed(
-            lambda: [
-                tt.encode_ordinary_batch([d.decode() for d in raw], num_threads=NCPU)
-                for _, _, raw in batches
-            ]
-        )
+        lambda: _timed(lambda: [tt.encode_ordinary_batch(x, num_threads=NCPU) for x in lists])
     )
-    rows.append({"contender": "tiktoken encode_ordinary_batch", "GBps": size / t_tt / 1e9})
+    rows = [{"contender": "tiktoken encode_ordinary_batch", "GBps": size / t_tt / 1e9}]
     try:
         gt = gigatoken_gpt2()
-        lists = [[d.decode() for d in raw] for _, _, raw in batches]
         gt.encode_batch(lists[0], parallel=True)
         t_gt = best(lambda: _timed(lambda: [gt.encode_batch(x, parallel=True) for x in lists]))
         rows.append({"contender": "gigatoken encode_batch", "GBps": size / t_gt / 1e9})
     except Exception as e:  # noqa: BLE001 - a missing reference is reported, not fatal
         print(f"gigatoken unavailable: {e}", flush=True)
+    return rows
+
+
+def _gputok_rows(args, batches, want, size) -> list[dict]:
+    """gputok's encode_buffer_uint16 per encode-slot count and caller thread count."""
+    import gputok
+
+    rows = []
     for slots in [int(s) for s in args.slots.split(",")]:
         tuning = gputok.GpuTuning()
         tuning.encode_slots = slots
@@ -242,7 +236,9 @@ def main() -> int:
         tok = gputok.gpt2(device="cuda", blocking_sync=True, gpu_tuning=tuning)
         run_threads(tok, batches, want, 4, 1)  # warm: every slot's buffers at full size
         for threads in args.threads_list:
-            secs = best(lambda t=threads, g=tok: run_threads(g, batches, want, t, args.rounds))
+            secs = min(
+                run_threads(tok, batches, want, threads, args.rounds) for _ in range(args.repeat)
+            )
             rows.append(
                 {
                     "contender": "gputok encode_buffer_uint16",
@@ -253,13 +249,17 @@ def main() -> int:
             )
             print(f"slots {slots} threads {threads}: {rows[-1]['GBps']:.2f} GB/s", flush=True)
         del tok
-    procs_list = [int(p) for p in args.procs.split(",") if p.strip()]
-    if procs_list:
-        import hashlib
+    return rows
 
-        digests = [hashlib.sha256(w.tobytes()).hexdigest() for w in want]  # once for all P
+
+def _proc_rows(args, want, size) -> list[dict]:
+    """P processes at once, each with its own tokenizer (the default 4 encode slots)."""
+    import hashlib
+
+    procs_list = [int(p) for p in args.procs.split(",") if p.strip()]
+    digests = [hashlib.sha256(w.tobytes()).hexdigest() for w in want] if procs_list else []
+    rows = []
     for procs in procs_list:
-        # the children's tokenizers have the default 4 encode slots
         rows.append(
             {
                 "contender": "gputok encode_buffer_uint16",
@@ -270,7 +270,10 @@ def main() -> int:
             }
         )
         print(f"{procs} process(es) x {args.threads_list[0]} threads: {rows[-1]['GBps']:.2f} GB/s")
-    copies = host_copy_rates() if args.host_copy else []
+    return rows
+
+
+def _print_table(rows: list[dict]) -> None:
     base = next((r["GBps"] for r in rows if r["contender"].startswith("gigatoken")), None)
     print("\n| contender | processes | encode slots | caller threads | GB/s | vs gigatoken |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -280,30 +283,51 @@ def main() -> int:
             f"| {r['contender']} | {r.get('procs', 1)} | {r.get('slots', '–')} | "
             f"{r.get('threads', NCPU)} | {r['GBps']:.2f} | {vs} |"
         )
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = REPO / "bench" / "results" / f"gpu-threads-{stamp}.json"
+
+
+def _write_json(args, batches, size, rows, copies) -> Path:
     import subprocess
 
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = REPO / "bench" / "results" / f"gpu-threads-{stamp}.json"
     gpu = subprocess.run(
         ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True
     ).stdout.strip()
-    out.write_text(
-        json.dumps(
-            {
-                "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "command": shlex.join(["python", "bench/bench_gpu_threads.py", *sys.argv[1:]]),
-                "gpu": gpu,
-                "host_cores": NCPU,
-                "batch_mb": args.batch_mb,
-                "batches": len(batches),
-                "text_bytes": size,
-                "rows": rows,
-                "host_copy": copies,
-            },
-            indent=1,
-        )
-    )
-    print(f"results: {out}")
+    report = {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": shlex.join(["python", "bench/bench_gpu_threads.py", *sys.argv[1:]]),
+        "gpu": gpu,
+        "host_cores": NCPU,
+        "batch_mb": args.batch_mb,
+        "batches": len(batches),
+        "text_bytes": size,
+        "rows": rows,
+        "host_copy": copies,
+    }
+    out.write_text(json.dumps(report, indent=1))
+    return out
+
+
+def main() -> int:
+    args = _parse_args()
+    import gputok
+    from corpus import load_corpus
+    from references import tiktoken_gpt2
+
+    ok, why = gputok.cuda_available()
+    if not ok:
+        raise SystemExit(f"needs a GPU: {why}")
+    batches = make_batches(load_corpus("bench"), args.batch_mb, args.total_mb)
+    size = sum(len(b[0]) for b in batches)
+    tt = tiktoken_gpt2()
+    want = expected(batches, tt)
+    print(f"{len(batches)} batches, {size / 1e6:.0f} MB, host cores {NCPU}", flush=True)
+    rows = _peer_rows(args, batches, tt, size)
+    rows += _gputok_rows(args, batches, want, size)
+    rows += _proc_rows(args, want, size)
+    copies = host_copy_rates() if args.host_copy else []
+    _print_table(rows)
+    print(f"results: {_write_json(args, batches, size, rows, copies)}")
     return 0
 
 

@@ -77,21 +77,11 @@ def child(mb: float, gpu_pretok: bool, seq: bool, tuning_json: str) -> None:
     )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mb", type=float, default=64.0)
-    ap.add_argument("--child", action="store_true")
-    ap.add_argument("--cpu-pretok", action="store_true")
-    ap.add_argument("--seq", action="store_true")
-    ap.add_argument("--tuning", default="{}", help="GpuTuning fields as JSON (children)")
-    ap.add_argument("--only", default=None, help="run the settings whose name matches this regex")
-    a = ap.parse_args()
-    if a.child:
-        child(a.mb, not a.cpu_pretok, a.seq, a.tuning)
-        return
+def ablation_settings() -> list[tuple[str, dict, list[str]]]:
+    """(name, GpuTuning fields, extra child arguments) of every setting the ablation runs."""
     seq16k, seq300k = ["--seq", "--mb", "0.07"], ["--seq", "--mb", "0.3"]
     NOFUSE = {"fused_max_bytes": 0}  # mid-size chunks on the multi-kernel pipeline
-    settings = [
+    return [
         ("default", {}, []),
         ("no whole-piece cache", {"piece_cache": False}, []),
         ("one short-piece kernel (no miss list)", {"split_misses": False}, []),
@@ -164,6 +154,21 @@ def main() -> None:
         ("one sequence of 2 MB", {}, ["--seq", "--mb", "2"]),
         ("one sequence of 2 MB, CPU pretok", {}, ["--seq", "--mb", "2", "--cpu-pretok"]),
     ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=float, default=64.0)
+    ap.add_argument("--child", action="store_true")
+    ap.add_argument("--cpu-pretok", action="store_true")
+    ap.add_argument("--seq", action="store_true")
+    ap.add_argument("--tuning", default="{}", help="GpuTuning fields as JSON (children)")
+    ap.add_argument("--only", default=None, help="run the settings whose name matches this regex")
+    a = ap.parse_args()
+    if a.child:
+        child(a.mb, not a.cpu_pretok, a.seq, a.tuning)
+        return
+    settings = ablation_settings()
     for name, fields, extra in settings:
         if a.only and not re.search(a.only, name):
             continue
