@@ -5,6 +5,14 @@
 #   docker run --gpus all --shm-size=1g --restart unless-stopped -d \
 #     -p 127.0.0.1:8000:8000 -p 127.0.0.1:8001:8001 -p 127.0.0.1:8002:8002 gputok-triton
 #
+# With an API key (docs/security.md): put it in a file readable by you only and mount it; never
+# on the command line (`ps` shows every user of the host the arguments of `docker run` and of
+# the container's processes, and `docker inspect` shows -e values to the docker group):
+#   -v /etc/gputok/key:/run/secrets/gputok_key:ro -e GPUTOK_API_KEY_FILE=/run/secrets/gputok_key
+# The entry point (gputok.serve.container) reads it, refuses --http-restricted-api and
+# --grpc-restricted-protocol arguments, and blanks the key in tritonserver's argv once the server
+# has parsed it. GPUTOK_API_KEY=<key> works too, but shows in `docker inspect`.
+#
 # --restart: Triton 2.51 can be crashed by one malformed request (docs/reliability.md). The
 # entry point execs tritonserver, so a crash ends the container and Docker starts it again
 # (outside Docker, gputok-serve restarts the server itself; docs/reliability.md has a systemd

@@ -135,6 +135,11 @@ def read_key(args: argparse.Namespace) -> str | None:
             raise ServeError(f"--api-key-file {args.api_key_file} is empty")
     else:
         key = os.environ.get(KEY_ENV, "").strip() or None
+    return check_key(key)
+
+
+def check_key(key: str | None) -> str | None:
+    """`key` unchanged; ServeError where Triton would read it as more than a key."""
     if key is not None and (any(c in key for c in ",:= \t\n") or not key.isprintable()):
         # Triton parses `<apis>:<header>=<key>`: these characters would change its meaning
         raise ServeError("the API key may not contain ',', ':', '=', whitespace or controls")

@@ -1,0 +1,109 @@
+"""The Docker image's entry point (gputok.serve.container, run by docker/entrypoint.sh): the API
+key comes from a file or the environment only, a key argument is refused, and the key is not
+left in tritonserver's command line or environment. A fake `tritonserver` on PATH stands in for
+the image's (no Docker here): it prints a line, records its environment, and waits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+
+KEY = "s3cret-key-4711"
+FAKE = """#!{python}
+import os, sys, time
+open(os.environ["FAKE_ENV_OUT"], "w").write("\\n".join(sorted(os.environ)))
+print("I1125 fake tritonserver started", flush=True)
+time.sleep(60)
+"""
+
+
+def _start(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.Popen, Path]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "tritonserver"
+    fake.write_text(FAKE.format(python=sys.executable))
+    fake.chmod(0o755)
+    env_out = tmp_path / "env.txt"
+    full = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOK_API_KEY")}
+    full.update(PATH=f"{bin_dir}:{full['PATH']}", FAKE_ENV_OUT=str(env_out), **env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputok.serve.container", *args],
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    return proc, env_out
+
+
+def _fake_pid(parent: int) -> int:
+    for _ in range(200):
+        for entry in Path("/proc").iterdir():
+            try:
+                if (
+                    entry.name.isdigit()
+                    and int(entry.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1])
+                    == parent
+                ):
+                    return int(entry.name)
+            except (OSError, IndexError, ValueError):
+                continue
+        time.sleep(0.05)
+    raise AssertionError("the fake tritonserver did not start")
+
+
+@pytest.mark.parametrize("source", ["file", "env"])
+def test_key_from_file_or_env_is_not_left_in_tritonserver(tmp_path, source):
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY + "\n")
+    env = {"GPUTOK_API_KEY_FILE": str(key_file)} if source == "file" else {"GPUTOK_API_KEY": KEY}
+    proc, env_out = _start(tmp_path, "--log-verbose=1", **env)
+    try:
+        assert proc.stdout.readline().startswith(b"I1125 fake tritonserver started")
+        pid = _fake_pid(proc.pid)
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        spec = [a for a in argv if a.startswith(b"--http-restricted-api=")]
+        assert spec and spec[0].endswith(b":gputok-key=" + b"*" * len(KEY)), argv
+        assert KEY.encode() not in b"\0".join(argv)
+        assert b"--log-verbose=1" in argv and b"--model-repository=/models" in argv
+        names = env_out.read_text().split()
+        assert names and not [n for n in names if n.startswith("GPUTOK_API_KEY")], names
+        proc.send_signal(signal.SIGTERM)  # forwarded: the fake dies of it, and says so
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("option", ["--http-restricted-api", "--grpc-restricted-protocol"])
+def test_a_key_argument_is_refused(tmp_path, option):
+    proc, env_out = _start(tmp_path, f"{option}=inference:gputok-key={KEY}")
+    try:
+        _out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 2
+    assert f"{option} is refused" in err.decode() and "GPUTOK_API_KEY_FILE" in err.decode()
+    assert not env_out.exists()  # tritonserver never started
+
+
+def test_no_key_no_restricted_apis_and_bad_keys_refused(tmp_path):
+    from gputok.serve.container import command, container_key
+    from gputok.serve.triton import ServeError
+
+    assert container_key({}) is None
+    assert not [a for a in command([], None) if "restricted" in a]
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ServeError, match="is empty"):
+        container_key({"GPUTOK_API_KEY_FILE": str(tmp_path / "empty")})
+    with pytest.raises(ServeError, match="may not contain"):
+        container_key({"GPUTOK_API_KEY": "a:b=c"})
