@@ -46,9 +46,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-RANKS = REPO / "backend_src" / "gputok" / "data" / "gpt2.tiktoken"
+GIGATOKEN_JOB = REPO / "bench" / "corpus_e2e_gigatoken.py"
 TEXT_SEP = "\x1e\n"  # the text format's document separator (never in the documents used)
-EOT = 50256
 MB = 1 << 20
 
 
@@ -173,10 +172,10 @@ def run_gputok(in_dir: Path, out: Path, fmt: str, extra: list[str]) -> dict:
 
 
 def run_gigatoken(job: dict) -> dict:
-    """The gigatoken contender in a fresh process (this file with --gigatoken-job)."""
+    """The gigatoken contender in a fresh process (bench/corpus_e2e_gigatoken.py)."""
     t = time.perf_counter()
     p = subprocess.run(
-        [sys.executable, __file__, "--gigatoken-job", json.dumps(job)],
+        [sys.executable, str(GIGATOKEN_JOB), json.dumps(job)],
         capture_output=True,
         text=True,
     )
@@ -184,84 +183,6 @@ def run_gigatoken(job: dict) -> dict:
     if p.returncode != 0:
         raise RuntimeError(f"gigatoken job failed: {p.stderr[-2000:]}")
     return {"wall_s": wall, **json.loads(p.stdout.strip().splitlines()[-1])}
-
-
-def _gigatoken_tokenizer(config: str):
-    import gigatoken as gt
-
-    if config == "hf":
-        sys.path.insert(0, str(REPO / "tests"))
-        from references import hf_gpt2
-
-        return gt.Tokenizer(hf_gpt2())
-    return gt.Tokenizer.from_tiktoken(str(RANKS), pretokenizer="gpt2")
-
-
-def _write_uint16(out: Path, name: str, content, offs, d0: int, d1: int) -> None:
-    """Documents [d0, d1) of one call's ids as ``name``.bin/.idx, <|endoftext|> after each."""
-    import numpy as np
-
-    lens = np.diff(offs[d0 : d1 + 1])
-    ends = np.cumsum(lens + 1)
-    ids = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint16)
-    keep = np.ones(len(ids), dtype=bool)
-    keep[ends - 1] = False
-    ids[keep] = content[offs[d0] : offs[d1]]
-    ids[ends - 1] = EOT
-    ids.tofile(out / f"{name}.bin")
-    np.concatenate([[0], ends]).astype("<i8").tofile(out / f"{name}.idx")
-
-
-def _file_source(gt, fmt: str, files: list[str]):
-    """gigatoken's own reader of ``files`` (the documents gputok reads from them)."""
-    if fmt == "jsonl":
-        return gt.JsonlFileSource(files, field="text")
-    if fmt == "parquet":
-        return gt.ParquetFileSource(files, column="text")
-    return gt.TextFileSource(files, separator=TEXT_SEP)
-
-
-def gigatoken_job(job: dict) -> dict:
-    """In the gigatoken process: encode_files per call of up to call_bytes of input files,
-    each call's ids written per file on a writer thread while the next call encodes."""
-    import awkward as ak
-    import gigatoken as gt
-    import numpy as np
-
-    t0 = time.perf_counter()
-    tok = _gigatoken_tokenizer(job["config"])
-    t_load = time.perf_counter() - t0
-    out, fmt, paths, ndocs = Path(job["out"]), job["format"], job["paths"], job["docs"]
-    out.mkdir(parents=True, exist_ok=True)
-    calls, cur, cur_b = [], [], 0
-    for k, p in enumerate(paths):
-        cur.append(k)
-        cur_b += os.path.getsize(p)
-        if cur_b >= job["call_bytes"]:
-            calls.append(cur)
-            cur, cur_b = [], 0
-    calls += [cur] if cur else []
-    enc_s, writes = 0.0, []
-    with ThreadPoolExecutor(1) as writer:
-        for ks in calls:
-            files = [paths[k] for k in ks]
-            src = _file_source(gt, fmt, files)
-            t = time.perf_counter()
-            lay = ak.to_layout(tok.encode_files(src))
-            enc_s += time.perf_counter() - t
-            offs = np.asarray(lay.offsets, dtype=np.int64)
-            content = np.asarray(lay.content.data)
-            if len(offs) - 1 != sum(ndocs[k] for k in ks):
-                raise SystemExit(f"gigatoken gave {len(offs) - 1} documents for {files[:2]}...")
-            d = 0
-            for k in ks:
-                writes.append(
-                    writer.submit(_write_uint16, out, f"g{k:05d}", content, offs, d, d + ndocs[k])
-                )
-                d += ndocs[k]
-        for w in writes:
-            w.result()
-    return {"load_s": t_load, "encode_s": enc_s, "calls": len(calls), "config": job["config"]}
 
 
 def same_output(g_out: Path, t_out: Path, n: int) -> tuple[bool, int]:
@@ -415,12 +336,8 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--diverse-profile", default="bench", help="bench/corpus.py profile")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--gigatoken-job", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.both_modes = {float(x) for x in args.both_modes.split(",") if x}
-    if args.gigatoken_job:
-        print(json.dumps(gigatoken_job(json.loads(args.gigatoken_job))))
-        return 0
     t0, work = time.perf_counter(), Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     rep = {
