@@ -1,28 +1,22 @@
 """Triton Python-backend model `gpt2`: greedy generation with transformers' GPT2LMHeadModel.
 
-Inputs (with the batch dimension): input_ids [batch, tokens] (right-padded; ragged across
-requests), input_lengths [batch, 1], request_output_len [batch, 1].
-Outputs: output_ids [batch, 1, new_tokens] (generated tokens only, padded with the end id) and
-sequence_length [batch, 1].
+Inputs: input_ids [batch, tokens] (right-padded), input_lengths [batch, 1], request_output_len
+[batch, 1]. Outputs: output_ids [batch, 1, new_tokens] (new tokens only, padded with the end id)
+and sequence_length [batch, 1]. All rows of one `execute` run as one left-padded batch with a KV
+cache: N requests cost about max(request_output_len) forward steps, not N times that. Rows stop at
+their request_output_len or at <|endoftext|>; an empty prompt starts from <|endoftext|>. The
+optional inputs of TensorRT-LLM's engine model (end_id, stop_words_list, bad_words_list,
+embedding_bias) apply per row, so this model stands in for theirs behind their preprocessing.
 
-All rows of all requests in one `execute` run as one left-padded batch with a KV cache, so a
-dynamic batch of N requests costs about max(request_output_len) forward steps, not N times that.
-Rows stop at their own request_output_len or at <|endoftext|> (stop_at_eot). An empty prompt
-starts from <|endoftext|>, as GPT-2's unconditional samples do. The optional inputs of
-TensorRT-LLM's engine model (end_id, stop_words_list, bad_words_list, embedding_bias) apply per
-row, so this model can stand in for theirs behind their preprocessing step.
-
-Streaming: the same file serves `gpt2_stream`, whose config is decoupled. There each request (one
-prompt) gets a response every `tokens_per_response` new tokens, as the tokens are made, then a
-last one with the final flag. Each response's output_ids start with up to 3 ids sent before
-(stream_context_length says how many): that is all the stateless streaming detokenizer needs to
-emit exact text (gputok.stream). A cancelled request stops being generated at the next step
-(Triton then ends it), so the server frees it. Through an ensemble, Triton 2.51 passes a
-cancellation only to steps scheduled after it, not to this step in flight (core PR #263).
+Streaming: the same file serves the decoupled `gpt2_stream`: a response every
+`tokens_per_response` new tokens, then a final one. Each response's output_ids start with up to 3
+ids sent before (stream_context_length), all the stateless detokenizer needs (gputok.stream). A
+cancelled request stops at the next step; through an ensemble, Triton 2.51 passes a cancellation
+only to steps scheduled after it, not to this step in flight (core PR #263).
 
 Weights: `weights_dir` names a local Hugging Face folder (config.json + model.safetensors);
-without one the model is built from `model_config` with seeded random weights and says so in
-the log. `model_config: tiny` (2 layers, 64 wide) keeps the end-to-end tests fast on 2 cores.
+without one the model is built from `model_config` with seeded random weights (logged);
+`model_config: tiny` (2 layers, 64 wide) keeps the end-to-end tests fast on 2 cores.
 """
 
 from __future__ import annotations
@@ -104,15 +98,7 @@ def build_model(s: GPT2Settings, device: str):
     return model.to(device).eval(), note
 
 
-def request_rows(
-    input_ids,
-    input_lengths,
-    output_len,
-    vocab: int,
-    n_positions: int,
-    max_output_len: int,
-    bos: int,
-):
+def request_rows(input_ids, input_lengths, output_len, vocab, n_positions, max_output_len, bos):
     """Validate one request; return [(prompt int64 array, n_new)] per row. An empty prompt
     starts from `bos` (GPT-2's <|endoftext|>, from the model's config)."""
     for name, v in (
