@@ -3,9 +3,10 @@ and gRPC, sent one after another while 8 clients send valid requests.
 
 Every case must end one of three ways, recorded per case:
 - `refused`: HTTP 4xx, or a gRPC status other than OK / INTERNAL / UNAVAILABLE / UNKNOWN;
-- `json-500`: a body that is not JSON at all, which Triton 2.51's HTTP frontend answers with
-  500 "failed to parse the request JSON buffer" (its JSON parser's errors are INTERNAL, also on
-  Triton's main branch of 2026; nothing on our side sees the body first);
+- `json-500`: one of the 20 cases of TRITON_JSON_500_CASES (a body that is not JSON, or JSON
+  whose fields have the wrong type), which Triton's HTTP frontend answers with 500: it reports
+  the errors of its JSON wrapper as INTERNAL (see TRITON_JSON_500_CASES); a 500 to any other
+  case fails;
 - `restarted`: the request killed tritonserver or a stub and gputok-serve had it ready again
   within 30 s.
 Valid requests must all succeed with tiktoken's ids, except those that failed while the server
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 from served import (
     DEEP_NESTING,
+    DEEP_NESTING_OUTSIDE_DATA,
     SHAPE_OVERFLOW,
     Served,
     ValidLoad,
@@ -135,11 +137,29 @@ def _grpc_typed(model: str, build: Callable):
     return send
 
 
+# The cases Triton's HTTP frontend answers with 500, and why (server and common at r24.10,
+# unchanged on their main branches in 2026): http_server.cc defines TRITONJSON_STATUSRETURN as
+# TRITONSERVER_ERROR_INTERNAL, so every error of its JSON wrapper (TritonJson) is INTERNAL, and
+# HttpCodeFromError maps INTERNAL to 500. The wrapper's errors are: rapidjson's parse errors
+# ("failed to parse the request JSON buffer", the not-json cases), a missing or non-array
+# "inputs" (MemberAsArray: wrong-json 0-5), a shape element that is not an unsigned integer
+# (IndexAsUInt), a negative binary_data_size (AsUInt), and `data` whose elements have the wrong
+# JSON type (AsBool for BOOL, AsString for BYTES; a non-array `data`). They reach no model and
+# no Triton option changes the code; JSON of the right types but wrong values gets 400.
+TRITON_JSON_500_CASES = frozenset(
+    [f"http-not-json-{i}" for i in range(7)]
+    + [f"http-wrong-json-{i}" for i in range(6)]
+    + ["http-dtype-BOOL", "http-shape-[-1, 1]", "http-shape-[1, -1]", "http-data-number"]
+    + ["http-data-null", "http-data-object", "http-bin-size-negative"]
+)
+
+
 def http_cases() -> list[Case]:
     c: list[Case] = []
 
     def add(name, send, expect=None):
-        c.append(Case(f"http-{name}", "http", send, expect))
+        json_500 = f"http-{name}" in TRITON_JSON_500_CASES
+        c.append(Case(f"http-{name}", "http", send, expect or ("json-500" if json_500 else None)))
 
     # not JSON, or JSON of the wrong shape
     # an empty body: Triton 2.51 passes it on as a request with no inputs; the tokenizer of
@@ -177,12 +197,11 @@ def http_cases() -> list[Case]:
     add("param-weird", _json({**_q(["a"]), "parameters": {"x": [1, 2]}}))
     add("crash-shape-overflow", _post(SHAPE_OVERFLOW, "detokenizer"))
     add("crash-deep-nesting", _post(DEEP_NESTING))
+    add("crash-deep-nesting-outside-data", _post(DEEP_NESTING_OUTSIDE_DATA))
     # the binary-tensor extension
     for prefix in (0xFFFFFFFF, 100, 5, 2**31):
-        add(
-            f"bin-truncated-{prefix}",
-            _bin("tokenizer", [("QUERY", "BYTES", [1, 1], truncated_bytes(prefix))]),
-        )
+        q = [("QUERY", "BYTES", [1, 1], truncated_bytes(prefix))]
+        add(f"bin-truncated-{prefix}", _bin("tokenizer", q))
     add("bin-invalid-utf8", _bin("tokenizer", [("QUERY", "BYTES", [1, 1], bstr(b"a\xffb"))]))
     add(
         "bin-two-strings-one-row", _bin("tokenizer", [("QUERY", "BYTES", [1, 1], bstr(b"a", b"b"))])
@@ -368,11 +387,12 @@ def classify(case: Case, answer, restarted: bool) -> str:
         return "restarted"
     if case.protocol == "http":
         status, body = answer
+        json_500 = case.expect == "json-500" and any(m in body for m in TRITON_JSON_500)
         outcome = (
             "refused"
             if 400 <= status < 500
             else "json-500"
-            if status == 500 and any(m in body for m in TRITON_JSON_500)
+            if status == 500 and json_500
             else "served"
             if status == 200
             else f"FAILED http {status} {body[:120]}"

@@ -30,6 +30,12 @@ DEEP_NESTING = (
     + b"]" * 50000
     + b"}]}"
 )
+# 200,000 nested `[` in a member Triton ignores: rapidjson's recursive parser runs out of stack
+# (Triton 2.51; Triton parses iteratively since triton-inference-server/common pull request 156)
+DEEP_NESTING_OUTSIDE_DATA = (
+    b'{"x":' + b"[" * 200000 + b"1" + b"]" * 200000 + b',"inputs":[{"name":"QUERY",'
+    b'"shape":[1,1],"datatype":"BYTES","data":["a"]}]}'
+)
 
 
 class Served:
