@@ -222,6 +222,152 @@ def plot(rows: list[dict], names: list[str], warm_s: float, path: Path, title: s
 
 
 # -- the run --------------------------------------------------------------------------------
+def _start_server(tmp: Path, gpt2_config, torch_threads, edit_repo, stub_env):
+    from gputok._triton_env import ServerOptions, TritonServer, free_ports
+
+    repo = make_repository(tmp, gpt2_config, torch_threads)
+    if edit_repo is not None:
+        edit_repo(repo)
+    http, grpc, metrics = free_ports(3)
+    srv = TritonServer(
+        ServerOptions(model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics),
+        stub_env=stub_env,
+        need=("numpy", "gputok", "torch", "transformers"),
+        log_path=tmp / "tritonserver.log",
+    )
+    log(f"starting tritonserver (gpt2 {gpt2_config}) on {repo}")
+    srv.start()
+    return srv
+
+
+def _process_names(srv) -> dict[str, int]:
+    """The server and each stub, by model (several instances: stub_tokenizer_2, ...)."""
+    from gputok._triton_env import stub_processes
+
+    procs = {"server": srv.proc.pid}
+    for pid, model in sorted(stub_processes(srv.proc.pid).items()):
+        name, k = f"stub_{model}", 2
+        while name in procs:
+            name, k = f"stub_{model}_{k}", k + 1
+        procs[name] = pid
+    return procs
+
+
+def _pa_command(url, protocol, data, concurrency, duration_s, csv_path) -> list[str]:
+    # perf_analyzer keeps going until 3 windows are "stable"; -s 999 makes any 3
+    # stable, so 3 windows of duration/3 give the whole soak as one run.
+    window_ms = max(1000, int(duration_s * 1000 / 3))
+    return [
+        str(PA),
+        "-m",
+        "ensemble",
+        "-i",
+        protocol,
+        "-u",
+        url,
+        f"--input-data={data}",
+        f"--concurrency-range={concurrency}",
+        f"--measurement-interval={window_ms}",
+        "--stability-percentage=999",
+        "--max-trials=3",
+        "--percentile=99",
+        "-f",
+        str(csv_path),
+        "--verbose-csv",
+    ]
+
+
+def _run_pa(cmd: list[str], csv_path: Path, duration_s: float) -> int:
+    with open(str(csv_path) + ".log", "w") as f:
+        f.write(" ".join(cmd) + "\n")
+        f.flush()
+        return subprocess.run(
+            cmd, stdout=f, stderr=subprocess.STDOUT, check=False, timeout=duration_s * 3 + 120
+        ).returncode
+
+
+def _measure(srv, summary, data, inputs, protocol, concurrency, duration_s, out, sample_s, ppg):
+    """Warm up, sample the processes while perf_analyzer runs; return (rows, procs, rc, elapsed,
+    before, after)."""
+    from _common import warm_up
+
+    srv.wait_ready(timeout=300)
+    urls = {"http": srv.http_url, "grpc": srv.grpc_url}
+    log(f"ready: http {srv.http_url}, grpc {srv.grpc_url}")
+    warm_up(urls, ["ensemble"], inputs, n=4)
+    procs = _process_names(srv)
+    summary["processes"] = procs
+    before = server_stats(srv.http_url)
+    csv_path = out / "pa.csv"
+    cmd = _pa_command(urls[protocol], protocol, data, concurrency, duration_s, csv_path)
+    summary["perf_analyzer"] = " ".join(cmd)
+    t0 = time.monotonic()
+    sampler = Sampler(procs, sample_s, t0, ppg)
+    sampler.start()
+    log(f"perf_analyzer: ensemble, concurrency {concurrency}, {duration_s:.0f} s")
+    rc = _run_pa(cmd, csv_path, duration_s)
+    sampler.halt.set()
+    sampler.join()
+    elapsed = time.monotonic() - t0
+    return sampler.rows, procs, rc, elapsed, before, server_stats(srv.http_url)
+
+
+def _judge(summary, rows, names, rc, elapsed, before, after, limits) -> None:
+    """Growth of memory, fds and GPU memory after the warm-up, failed requests, and the checks."""
+    warmup_frac, max_growth_pct, max_fd_growth, ppg = limits
+    summary["perf_analyzer_rc"] = rc
+    summary["elapsed_s"] = round(elapsed, 1)
+    summary["server_stats"] = {
+        m: {k: after[m][k] - before.get(m, {}).get(k, 0) for k in after[m]} for m in after
+    }
+    summary["failed_requests"] = sum(v["fail"] for v in summary["server_stats"].values())
+    warm_s = warmup_frac * elapsed
+    summary["warmup_s"] = round(warm_s, 1)
+    summary["rss_kb"] = {n: growth(rows, f"rss_kb_{n}", warm_s) for n in [*names, "total"]}
+    summary["fds"] = {n: growth(rows, f"fds_{n}", warm_s, max) for n in [*names, "total"]}
+    summary["gpu_used_mib"] = growth(rows, "gpu_used_mib", warm_s)
+    if ppg:
+        summary["gpu_mib"] = {n: growth(rows, f"gpu_mib_{n}", warm_s) for n in names}
+    summary["samples"] = len(rows)
+    rss_pct = summary["rss_kb"]["total"].get("growth_pct")
+    gpu_pct = summary["gpu_used_mib"].get("growth_pct")
+    fd_growth = summary["fds"]["total"].get("growth")
+    checks = {
+        "perf_analyzer_ok": rc == 0,
+        "no_failed_requests": summary["failed_requests"] == 0 and not summary.get("pa_errors"),
+        "rss_growth_ok": rss_pct is not None and rss_pct < max_growth_pct,
+        "gpu_growth_ok": gpu_pct is None or gpu_pct < max_growth_pct,
+        "fd_growth_ok": fd_growth is not None and fd_growth <= max_fd_growth,
+    }
+    summary["checks"] = checks
+    summary["passed"] = all(checks.values())
+
+
+def _write_outputs(out: Path, rows, names, summary, ppg: bool, png: bool) -> None:
+    fields = ["t_s", *[f"rss_kb_{n}" for n in names], "rss_kb_total"]
+    fields += [*[f"fds_{n}" for n in names], "fds_total", "gpu_used_mib"]
+    if ppg:
+        fields += [f"gpu_mib_{n}" for n in names]
+    with open(out / "soak_samples.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    (out / "soak_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if png:
+        title = (
+            f"gputok soak: ensemble (gpt2 {summary['gpt2_config']}), concurrency "
+            f"{summary['concurrency']}, {summary['elapsed_s']:.0f} s, {summary['date_utc']}"
+        )
+        plot(rows, names, summary["warmup_s"], out / "soak.png", title)
+    log(
+        f"{'PASS' if summary['passed'] else 'FAIL'}: {summary.get('requests', '?')} requests "
+        f"({summary.get('throughput', '?')} infer/s), failed {summary['failed_requests']}, "
+        f"RSS growth {summary['rss_kb']['total'].get('growth_pct')}%, fd growth "
+        f"{summary['fds']['total'].get('growth')}, GPU growth "
+        f"{summary['gpu_used_mib'].get('growth_pct')}; {out}"
+    )
+
+
 def run_soak(
     duration_s: float = 300.0,
     concurrency: int = 32,
@@ -244,9 +390,7 @@ def run_soak(
     `stub_env`: the Python-backend environment (TritonServer's; the GPU machine's numpy<2
     venv). `edit_repo(repo)`: called on the temporary repository before the server starts
     (e.g. another tokenizer config). `per_process_gpu`: also sample each process's GPU memory."""
-    from _common import input_file, warm_up
-
-    from gputok._triton_env import ServerOptions, TritonServer, free_ports, stub_processes
+    from _common import input_file
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -267,75 +411,12 @@ def run_soak(
         "warmup_frac": warmup_frac,
     }
     try:
-        repo = make_repository(tmp, gpt2_config, torch_threads)
-        if edit_repo is not None:
-            edit_repo(repo)
-        http, grpc, metrics = free_ports(3)
-        srv = TritonServer(
-            ServerOptions(
-                model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics
-            ),
-            stub_env=stub_env,
-            need=("numpy", "gputok", "torch", "transformers"),
-            log_path=tmp / "tritonserver.log",
-        )
-        log(f"starting tritonserver (gpt2 {gpt2_config}) on {repo}")
-        srv.start()
+        srv = _start_server(tmp, gpt2_config, torch_threads, edit_repo, stub_env)
         try:
-            srv.wait_ready(timeout=300)
-            urls = {"http": srv.http_url, "grpc": srv.grpc_url}
-            log(f"ready: http {srv.http_url}, grpc {srv.grpc_url}")
-            warm_up(urls, ["ensemble"], inputs, n=4)
-            procs = {"server": srv.proc.pid}
-            for pid, model in sorted(stub_processes(srv.proc.pid).items()):
-                name, k = f"stub_{model}", 2
-                while name in procs:  # several instances of one model: stub_tokenizer_2, ...
-                    name, k = f"stub_{model}_{k}", k + 1
-                procs[name] = pid
-            summary["processes"] = procs
-            before = server_stats(srv.http_url)
-
-            # perf_analyzer keeps going until 3 windows are "stable"; -s 999 makes any 3
-            # stable, so 3 windows of duration/3 give the whole soak as one run.
-            window_ms = max(1000, int(duration_s * 1000 / 3))
-            csv_path = out / "pa.csv"
-            cmd = [
-                str(PA),
-                "-m",
-                "ensemble",
-                "-i",
-                protocol,
-                "-u",
-                urls[protocol],
-                f"--input-data={data}",
-                f"--concurrency-range={concurrency}",
-                f"--measurement-interval={window_ms}",
-                "--stability-percentage=999",
-                "--max-trials=3",
-                "--percentile=99",
-                "-f",
-                str(csv_path),
-                "--verbose-csv",
-            ]
-            summary["perf_analyzer"] = " ".join(cmd)
-            t0 = time.monotonic()
-            sampler = Sampler(procs, sample_s, t0, per_process_gpu)
-            sampler.start()
-            log(f"perf_analyzer: ensemble, concurrency {concurrency}, {duration_s:.0f} s")
-            with open(str(csv_path) + ".log", "w") as f:
-                f.write(" ".join(cmd) + "\n")
-                f.flush()
-                rc = subprocess.run(
-                    cmd,
-                    stdout=f,
-                    stderr=subprocess.STDOUT,
-                    check=False,
-                    timeout=duration_s * 3 + 120,
-                ).returncode
-            sampler.halt.set()
-            sampler.join()
-            elapsed = time.monotonic() - t0
-            after = server_stats(srv.http_url)
+            measured = _measure(
+                srv, summary, data, inputs, protocol, concurrency, duration_s, out, sample_s,
+                per_process_gpu,
+            )  # fmt: skip
         finally:
             code = srv.stop()
             summary["server_exit_code"] = code
@@ -345,58 +426,12 @@ def run_soak(
     finally:
         if not keep_tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-
-    rows = sampler.rows
-    names = list(procs)
-    report = (Path(str(csv_path) + ".log")).read_text()
-    summary.update(_pa_numbers(report, csv_path))
-    summary["perf_analyzer_rc"] = rc
-    summary["elapsed_s"] = round(elapsed, 1)
-    summary["server_stats"] = {
-        m: {k: after[m][k] - before.get(m, {}).get(k, 0) for k in after[m]} for m in after
-    }
-    summary["failed_requests"] = sum(v["fail"] for v in summary["server_stats"].values())
-    warm_s = warmup_frac * elapsed
-    summary["warmup_s"] = round(warm_s, 1)
-    summary["rss_kb"] = {n: growth(rows, f"rss_kb_{n}", warm_s) for n in [*names, "total"]}
-    summary["fds"] = {n: growth(rows, f"fds_{n}", warm_s, max) for n in [*names, "total"]}
-    summary["gpu_used_mib"] = growth(rows, "gpu_used_mib", warm_s)
-    if per_process_gpu:
-        summary["gpu_mib"] = {n: growth(rows, f"gpu_mib_{n}", warm_s) for n in names}
-    summary["samples"] = len(rows)
-    rss_pct = summary["rss_kb"]["total"].get("growth_pct")
-    gpu_pct = summary["gpu_used_mib"].get("growth_pct")
-    fd_growth = summary["fds"]["total"].get("growth")
-    checks = {
-        "perf_analyzer_ok": rc == 0,
-        "no_failed_requests": summary["failed_requests"] == 0 and not summary.get("pa_errors"),
-        "rss_growth_ok": rss_pct is not None and rss_pct < max_growth_pct,
-        "gpu_growth_ok": gpu_pct is None or gpu_pct < max_growth_pct,
-        "fd_growth_ok": fd_growth is not None and fd_growth <= max_fd_growth,
-    }
-    summary["checks"] = checks
-    summary["passed"] = all(checks.values())
-
-    fields = ["t_s", *[f"rss_kb_{n}" for n in names], "rss_kb_total"]
-    fields += [*[f"fds_{n}" for n in names], "fds_total", "gpu_used_mib"]
-    if per_process_gpu:
-        fields += [f"gpu_mib_{n}" for n in names]
-    with open(out / "soak_samples.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-    (out / "soak_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if png:
-        title = (
-            f"gputok soak: ensemble (gpt2 {gpt2_config}), concurrency {concurrency}, "
-            f"{elapsed:.0f} s, {summary['date_utc']}"
-        )
-        plot(rows, names, warm_s, out / "soak.png", title)
-    log(
-        f"{'PASS' if summary['passed'] else 'FAIL'}: {summary.get('requests', '?')} requests "
-        f"({summary.get('throughput', '?')} infer/s), failed {summary['failed_requests']}, "
-        f"RSS growth {rss_pct}%, fd growth {fd_growth}, GPU growth {gpu_pct}; {out}"
-    )
+    rows, procs, rc, elapsed, before, after = measured
+    csv_path = out / "pa.csv"
+    summary.update(_pa_numbers(Path(str(csv_path) + ".log").read_text(), csv_path))
+    limits = (warmup_frac, max_growth_pct, max_fd_growth, per_process_gpu)
+    _judge(summary, rows, list(procs), rc, elapsed, before, after, limits)
+    _write_outputs(out, rows, list(procs), summary, per_process_gpu, png)
     return summary
 
 
