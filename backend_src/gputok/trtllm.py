@@ -13,6 +13,10 @@ Tokenizer, so gputok's tokenizer model can stand in for theirs:
   float32 [batch, n_vocab], each word's weight added at each of its ids (repeated ids add up).
   Either input missing -> [batch, 0].
 
+- `refuse_multimodal`: IMAGE_BYTES, IMAGE_URL and VIDEO_BYTES, optional multimodal inputs of
+  their contract, are declared so that a client written for it is not refused at the door;
+  GPT-2 has no vision, so a request that carries a non-empty one gets an error of its own.
+
 Words are tokenized as their Hugging Face tokenizer does it there (special-token text such as
 `<|endoftext|>` becomes the special id) and must be valid UTF-8: a word that is not is the
 request's error (ValueError), not a silent replacement.
@@ -117,3 +121,26 @@ def prompt_table_extra_ids(extra_id, input_id: np.ndarray, n_vocab: int) -> np.n
         )
     col = e.reshape(-1, 1).astype(np.uint64)
     return np.where(input_id >= n_vocab, col, np.uint64(0)).astype(np.uint64)
+
+
+# Optional inputs of TensorRT-LLM's preprocessing for multimodal models (tensorrtllm_backend
+# v0.19.0, all_models/inflight_batcher_llm/preprocessing/config.pbtxt): IMAGE_BYTES and
+# VIDEO_BYTES UINT8 [-1, -1, -1, -1], IMAGE_URL STRING [1].
+MULTIMODAL_INPUTS = ("IMAGE_BYTES", "IMAGE_URL", "VIDEO_BYTES")
+
+
+def refuse_multimodal(extras: dict) -> None:
+    """ValueError naming the first multimodal input that carries something: an array with
+    elements, or a URL that is not empty. Absent or empty inputs (what a text client of their
+    ensemble sends) pass."""
+    for name in MULTIMODAL_INPUTS:
+        a = extras.get(name)
+        if a is None or np.size(a) == 0:
+            continue
+        if a.dtype == np.object_ and all(len(v) == 0 for v in a.reshape(-1)):
+            continue
+        raise ValueError(
+            f"{name} {list(np.shape(a))} is not taken: this tokenizer serves a text model "
+            "(GPT-2, no vision); send text in QUERY and leave the multimodal inputs out or empty"
+        )
+

@@ -32,6 +32,11 @@ PREPROCESSING_INPUTS = {
     "END_ID": ("TYPE_INT32", [1], True),
     "PAD_ID": ("TYPE_INT32", [1], True),
     "PROMPT_TABLE_EXTRA_ID": ("TYPE_UINT64", [1], True),
+    # the multimodal inputs, as triton-inference-server/tensorrtllm_backend v0.19.0 (2025-05-21)
+    # declares them in all_models/inflight_batcher_llm/preprocessing/config.pbtxt
+    "IMAGE_BYTES": ("TYPE_UINT8", [-1, -1, -1, -1], True),
+    "IMAGE_URL": ("TYPE_STRING", [1], True),
+    "VIDEO_BYTES": ("TYPE_UINT8", [-1, -1, -1, -1], True),
 }
 PREPROCESSING_OUTPUTS = {
     "INPUT_ID": ("TYPE_INT32", [-1]),
@@ -187,6 +192,32 @@ def test_request_output_len_is_taken_and_echoed(tokenizer_model, ref):
     assert r.tensors["DECODER_INPUT_ID"].tolist() == [[50256]]
     assert r.tensors["REQUEST_DECODER_INPUT_LEN"].tolist() == [[1]]
     assert "OUT_PROMPT_TABLE_EXTRA_IDS" not in r.tensors
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("IMAGE_BYTES", np.zeros((1, 1, 2, 2, 3), np.uint8)),
+        ("VIDEO_BYTES", np.ones((1, 2, 1, 1, 3), np.uint8)),
+        ("IMAGE_URL", np.array([[b"https://example.com/cat.png"]], dtype=np.object_)),
+    ],
+)
+def test_multimodal_inputs_are_declared_and_refused_alone(tokenizer_model, ref, name, value):
+    """GPT-2 has no vision: a non-empty multimodal input is that request's INVALID_ARG, its
+    batch-mates are answered, and empty ones (a text client of their ensemble) pass."""
+    empty = {
+        "IMAGE_BYTES": np.zeros((1, 0, 0, 0, 0), np.uint8),
+        "IMAGE_URL": np.array([[b""]], dtype=np.object_),
+        "VIDEO_BYTES": np.zeros((1, 0, 0, 0, 0), np.uint8),
+    }
+    bad = fake.InferenceRequest({"QUERY": query("a picture of"), name: value})
+    good = fake.InferenceRequest({"QUERY": query("Hello world"), **empty})
+    r_bad, r_good = tokenizer_model.execute([bad, good])
+    assert r_bad.has_error() and r_bad.error.code() == fake.TritonError.INVALID_ARG
+    assert f"{name} {list(value.shape)} is not taken" in r_bad.error.message()
+    assert "no vision" in r_bad.error.message()
+    assert not r_good.has_error()
+    assert r_good.tensors["INPUT_ID"].tolist() == [ref.encode("Hello world")]
 
 
 def test_all_inputs_pass_through(tokenizer_model, ref):

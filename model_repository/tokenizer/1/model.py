@@ -5,8 +5,9 @@ outputs of TensorRT-LLM's `preprocessing` model (triton_backend/all_models/infli
 preprocessing in NVIDIA/TensorRT-LLM), with their semantics (trtllm.py): REQUEST_OUTPUT_LEN is
 echoed, END_ID/PAD_ID pass through (default: the vocabulary's <|endoftext|>), stop and bad words
 become ids in their [batch, 2, n] layout, embedding-bias words become a [batch, n_vocab] bias,
-DECODER_QUERY is tokenized like QUERY. The multimodal inputs (images, video) are not taken: they
-are not declared, so Triton refuses a request that carries them.
+DECODER_QUERY is tokenized like QUERY. The multimodal inputs (IMAGE_BYTES, IMAGE_URL,
+VIDEO_BYTES) are declared as theirs are, optional, and a request that carries a non-empty one
+gets INVALID_ARG of its own (GPT-2 has no vision).
 
 Design (why it is shaped like this):
 - All rows of all requests in one `execute` go to gputok in a single `encode_batch_flat` call:
@@ -269,6 +270,7 @@ EXTRA_INPUTS = (
     "PAD_ID",
     "DECODER_QUERY",
     "PROMPT_TABLE_EXTRA_ID",
+    *trtllm.MULTIMODAL_INPUTS,
 )
 
 
@@ -364,6 +366,7 @@ class TritonPythonModel:
         for request in requests:
             extras.append({n: input_array(pb_utils, request, n) for n in EXTRA_INPUTS})
             try:
+                trtllm.refuse_multimodal(extras[-1])
                 batches.append(
                     request_rows(
                         input_array(pb_utils, request, "QUERY"),
