@@ -143,4 +143,3 @@ def refuse_multimodal(extras: dict) -> None:
             f"{name} {list(np.shape(a))} is not taken: this tokenizer serves a text model "
             "(GPT-2, no vision); send text in QUERY and leave the multimodal inputs out or empty"
         )
-
