@@ -27,16 +27,26 @@ REPO = Path(__file__).resolve().parents[1]
 PA = REPO / "perf_analyzer_configs" / "pa"
 
 
-def prompts_of(n_tokens: int, count: int) -> list[str]:
-    """`count` strings from the held corpus that tokenize to exactly `n_tokens` ids."""
-    import gputok
-
+def source_docs(source: str):
+    """Documents to cut prompts from: the held corpus (`corpus`), or the Python standard
+    library's sources (`stdlib`: the GPU machine has no corpus and no network)."""
+    if source == "stdlib":
+        for f in sorted(Path(json.__file__).parent.parent.glob("*.py")):
+            yield f.read_text(errors="replace").replace("<|endoftext|>", "")
+        return
     sys.path.insert(0, str(REPO / "bench"))
     import corpus
 
+    yield from corpus.load_corpus("ci")
+
+
+def prompts_of(n_tokens: int, count: int, source: str = "corpus") -> list[str]:
+    """`count` strings of `source` that tokenize to exactly `n_tokens` ids."""
+    import gputok
+
     tok = gputok.gpt2(device="cpu")
     out = []
-    for doc in corpus.load_corpus("ci"):
+    for doc in source_docs(source):
         ids = tok.encode_ordinary(doc)
         for cut in range(n_tokens, n_tokens - 8, -1):
             if len(ids) < cut:
@@ -47,7 +57,7 @@ def prompts_of(n_tokens: int, count: int) -> list[str]:
                 break
         if len(out) == count:
             return out
-    raise SystemExit(f"the corpus gave only {len(out)} prompts of {n_tokens} tokens")
+    raise SystemExit(f"{source} gave only {len(out)} prompts of {n_tokens} tokens")
 
 
 def run_pa(url: str, model: str, data: Path, export: Path, requests: int, stream: bool) -> str:
@@ -99,7 +109,9 @@ def summary(ms: list[float]) -> dict:
     }
 
 
-def serve(repo: Path, tiny: bool, workdir: Path):
+def serve(args, workdir: Path):
+    """tritonserver on a copy of the repository: with the tokenizer unbatched unless
+    --no-isolate (what gputok-serve serves by default: gputok/serve/isolate.py)."""
     from gputok.serve.triton import (
         ServerOptions,
         TritonServer,
@@ -108,13 +120,20 @@ def serve(repo: Path, tiny: bool, workdir: Path):
         set_config_parameter,
     )
 
-    dst = copy_models(repo, workdir / "repo")
-    if tiny:
+    sys.path.insert(0, str(REPO / "scripts"))
+    from serve_plan import drop_dynamic_batching
+
+    dst = copy_models(args.model_repository, workdir / "repo")
+    if args.tiny:
         for m in ("gpt2", "gpt2_stream"):
             set_config_parameter(dst / m / "config.pbtxt", "model_config", "tiny")
+    if args.isolate:
+        config = dst / "tokenizer" / "config.pbtxt"
+        config.write_text(drop_dynamic_batching(config.read_text()))
     http, grpc, metrics = free_ports(3)
     server = TritonServer(
         ServerOptions(model_repository=dst, http_port=http, grpc_port=grpc, metrics_port=metrics),
+        stub_env=args.stub_env,
         need=("numpy", "gputok", "torch", "transformers"),
         log_path=workdir / "tritonserver.log",
     )
@@ -132,9 +151,17 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=100, help="per measurement window")
     ap.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
     ap.add_argument("--keep", type=Path, default=None, help="copy perf_analyzer's exports here")
+    ap.add_argument("--prompt-source", choices=("corpus", "stdlib"), default="corpus")
+    ap.add_argument("--stub-env", type=Path, default=None, help="the stub's environment")
+    ap.add_argument(
+        "--no-isolate",
+        dest="isolate",
+        action="store_false",
+        help="keep the tokenizer's dynamic batcher (gputok-serve --no-isolate-requests)",
+    )
     args = ap.parse_args()
 
-    prompts = prompts_of(args.prompt_tokens, 16)
+    prompts = prompts_of(args.prompt_tokens, 16, args.prompt_source)
     with tempfile.TemporaryDirectory(prefix="ttft-") as tmp:
         work = Path(tmp)
         one = work / "one.json"
@@ -151,7 +178,7 @@ def main() -> int:
                 }
             )
         )
-        server = serve(args.model_repository, args.tiny, work)
+        server = serve(args, work)
         try:
             url = server.grpc_url
             # warm both paths (first calls pay for imports and allocations)
@@ -171,6 +198,8 @@ def main() -> int:
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "prompt_tokens": args.prompt_tokens,
         "gpt2": "tiny" if args.tiny else "gpt2 (124M)",
+        "tokenizer_batching": "isolated (no dynamic batcher)" if args.isolate else "batched",
+        "prompt_source": args.prompt_source,
         "ensemble_max_tokens_1": base,
         "ensemble_stream_ttft": ttft,
         "stream_max_tokens": args.stream_max_tokens,

@@ -14,13 +14,17 @@
 #                            1.26.4 cp312 wheel for the stub's environment (~18 MB); carry it
 #                            with .gpucarry only (64 MiB in all): scripts/gpu_serve_check.sh
 #
+#   .servecarry/pa.tar.xz    (only when asked for: pa) perf_analyzer from this venv's
+#                            tritonclient 2.49.0 wheel, Debian's libb64.so.0d and pip's
+#                            libcudart.so.12 (~5 MB): scripts/gpu_serve_bench.sh
+#
 #   .whl/py_spy-*.whl and an unstripped .gpucarry/gpu/_core*.so
 #                            (only when asked for: profile) for scripts/gpu_profile_workers.sh:
 #                            py-spy names _core's native frames only in an unstripped module; it
 #                            is the release module's own link without pybind11's strip step, so
 #                            `strip` of it gives the release module back byte for byte
 #
-#   bash scripts/gpu_carry.sh [whl,build,corpus,serve,profile]   (default: whl,build,corpus)
+#   bash scripts/gpu_carry.sh [whl,build,corpus,serve,pa,profile]   (default: whl,build,corpus)
 #
 # Then e.g. run(carry=[".whl", ".gpucarry", ".carry"], command="bash scripts/gpu_check.sh") or
 # "bash scripts/gpu_corpus_bench.sh". These folders are git-ignored and do not survive a fresh
@@ -95,6 +99,18 @@ if has serve; then
     --python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     -d $S numpy==1.26.4
   du -sh $S
+fi
+
+if has pa; then
+  mkdir -p .servecarry
+  T=$(mktemp -d)
+  cudart=$($PY -c "import nvidia.cuda_runtime as m, pathlib; print(pathlib.Path(m.__path__[0], 'lib', 'libcudart.so.12'))")
+  b64=$(ldd "$(dirname "$PY")/perf_analyzer" | awk '/libb64.so.0d/ {print $3}')
+  [ -f "$cudart" ] && [ -f "$b64" ] || { echo "perf_analyzer's libraries not found (make setup)" >&2; exit 1; }
+  cp "$(dirname "$PY")/perf_analyzer" "$cudart" "$b64" "$T/"
+  tar -C "$T" -cJf .servecarry/pa.tar.xz .
+  rm -rf "$T"
+  ls -la .servecarry/pa.tar.xz
 fi
 
 if has corpus; then

@@ -32,6 +32,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +42,7 @@ BASELINES = ROOT / "perf_analyzer_configs" / "baseline_repository"
 MODELS = ("tokenizer", "preprocessing_hf", "preprocessing_tiktoken")
 SWEEP_MODELS = "tokenizer,preprocessing_gigatoken,preprocessing_tiktoken"
 sys.path.insert(0, str(ROOT / "scripts"))
+T0 = time.time()
 
 
 def inputs(out: Path) -> dict[str, Path]:
@@ -107,18 +110,196 @@ def perf(
     return out
 
 
-def _sweep_points(spec: str, models: tuple[str, ...]) -> list[tuple]:
-    """--sweep "128,4k:1,8,64" -> (size, concurrency, models, window ms) for the grid."""
-    sizes, concs = spec.split(":")
-    return [(s, int(c), models, 1500) for s in sizes.split(",") for c in concs.split(",")]
+def _legacy_points(args, k: int) -> list[tuple]:
+    """(size, concurrency, models, window ms) of the 2026-11-22 modes for GPU setting k.
+
+    quick: the scaling point only. Otherwise the first setting (1 GPU) compares ours with both
+    baselines (same server, same run) at 128 tokens c1/c16 and 4K c64, and every setting
+    measures our capacity at 4K tokens (c128, and c256 with more than one GPU) in 4 s windows
+    for the scaling ratio. A negative concurrency marks the multi-client point."""
+    if args.quick:
+        return [("4k", 128, ("tokenizer",), 2000)]
+    points = [("4k", 128, ("tokenizer",), 4000)]
+    if k > 0 or args.scaling:
+        points.append(("4k", 256, ("tokenizer",), 4000))
+        if args.clients > 1:  # the same load from several client processes
+            points.append(("4k", -128, ("tokenizer",), 4000))
+        return points
+    return [
+        ("128", 1, MODELS, 2000),
+        ("128", 16, MODELS, 2000),
+        ("4k", 64, MODELS, 2000),
+        *points,
+    ]
 
 
-def main() -> int:
+def _server(args, stub_env: Path, repos: list[Path], log: Path):
+    from gputok.serve.triton import ServerOptions, TritonServer, free_ports
+
+    http, grpc, metrics = free_ports(3)
+    extra = [f"--model-repository={r}" for r in repos[1:]]
+    if extra:  # a baseline that fails to load must not hide ours
+        extra += ["--exit-on-error=false", "--strict-readiness=false"]
+    return TritonServer(
+        ServerOptions(
+            model_repository=repos[0],
+            http_port=http,
+            grpc_port=grpc,
+            metrics_port=metrics,
+            extra_args=extra,
+        ),
+        stub_env=stub_env,
+        need=("numpy", "gputok"),
+        log_path=log,
+    )
+
+
+def warm_up(http_url: str, models: tuple[str, ...], data: dict, n: int = 32) -> None:
+    """`n` requests per model and size, 16 at a time (so that every instance gets some), before
+    measuring: a cold first request (gigatoken's thread pool, gputok's GPU pool) took longer
+    than a whole window on the CPU machine, and perf_analyzer then had no valid request."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpu_serve_check import post
+
+    def one(args):
+        model, text = args
+        body = {"inputs": [{"name": "QUERY", "shape": [1, 1], "datatype": "BYTES", "data": [text]}]}
+        return post(f"http://{http_url}/v2/models/{model}/infer", body)[0]
+
+    jobs = [
+        (model, row["QUERY"][0])
+        for model in models
+        for path in data.values()
+        for row in json.loads(path.read_text())["data"][:n]
+    ]
+    with ThreadPoolExecutor(16) as pool:
+        codes = list(pool.map(one, jobs))
+    if any(c != 200 for c in codes):
+        print(f"# warm-up: HTTP codes {sorted(set(codes))}", flush=True)
+
+
+def _record(args, r: dict, results: list) -> None:
+    """Keep a point: appended to serve_results.jsonl and printed as a table row at once, so a
+    step killed by its time limit still leaves every point measured before it."""
+    results.append(r)
+    with (args.out / "serve_results.jsonl").open("a") as f:
+        f.write(json.dumps(r) + "\n")
+    where = r.get("setting", r.get("gpus"))
+    if "error" in r:
+        print(f"| {where} | {r['size']} | {r['concurrency']} | {r['model']} | error |", flush=True)
+        return
+    print(
+        f"| {where} | {r['size']} | {r['concurrency']} | {r['model']} | "
+        f"{r['infer_per_s']:,.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} |",
+        flush=True,
+    )
+
+
+def run_legacy(args, stub_env: Path, data: dict, results: list) -> None:
+    """The 2026-11-22 modes: ours alone per GPU count (scaling), or the 1-GPU comparison."""
+    from gputok.serve.triton import copy_models
+
+    repo = Path("/tmp/gputok-serve-bench")
+    shutil.rmtree(repo, ignore_errors=True)
+    copy_models(ROOT / "model_repository", repo, ["tokenizer"])
+    gpus = args.gpus.split(",")
+    for k, visible in enumerate(",".join(gpus[:i]) for i in range(1, len(gpus) + 1)):
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible
+        points = _legacy_points(args, k)
+        baselines = any(m != "tokenizer" for _, _, models, _ in points for m in models)
+        repos = [repo, BASELINES] if baselines else [repo]
+        server = _server(args, stub_env, repos, args.raw / f"server_{visible.replace(',', '')}.log")
+        server.start()
+        try:
+            server.wait_ready(300)
+            for size, point_conc, models, window in points:
+                conc, clients = abs(point_conc), (args.clients if point_conc < 0 else 1)
+                for model in models:
+                    t0 = time.time()
+                    r = perf(
+                        args.pa, server.grpc_url, model, data[size], conc,
+                        args.raw / f"{model}_{size}_c{conc}x{clients}_{len(visible.split(','))}gpu.csv",
+                        window, clients,
+                    )  # fmt: skip
+                    r.update(model=model, size=size, concurrency=conc * clients, gpus=visible)
+                    r["wall_s"] = round(time.time() - t0, 1)
+                    _record(args, r, results)
+        finally:
+            server.stop()
+
+
+def run_plan(args, stub_env: Path, data: dict, results: list) -> None:
+    """Each setting of --plan: one server with ours and the baselines, edited alike; every
+    (size, concurrency) measured for each model in turn. --budget-s (counted from this
+    process's start) stops between points."""
+    from serve_plan import build_repository, parse_plan
+
+    models = tuple(args.models.split(","))
+    baselines = tuple(m for m in models if m != "tokenizer")
+    os.environ["CUDA_VISIBLE_DEVICES"] = args.gpus.split(",")[0]
+    for setting in parse_plan(args.plan):
+        repo = build_repository(Path("/tmp/gputok-serve-plan") / setting.label, setting, baselines)
+        server = _server(args, stub_env, [repo], args.raw / f"server_{setting.label}.log")
+        t0 = time.time()
+        server.start()
+        try:
+            server.wait_ready(300)
+            print(f"# {setting.label}: ready in {time.time() - t0:.1f} s", flush=True)
+            warm_up(server.http_url, models, {k: data[k] for k in setting.sizes})
+            for size in setting.sizes:
+                for conc in setting.concurrencies:
+                    for model in models:
+                        if args.budget_s and time.time() - T0 > args.budget_s:
+                            print("# --budget-s spent: stopping", flush=True)
+                            return
+                        csv_path = args.raw / f"{setting.label}_{model}_{size}_c{conc}.csv"
+                        r = perf(
+                            args.pa, server.grpc_url, model, data[size], conc, csv_path,
+                            args.window_ms,
+                        )  # fmt: skip
+                        r.update(model=model, size=size, concurrency=conc, setting=setting.label)
+                        r.update(mode=setting.mode, device=setting.device)
+                        r.update(instances=setting.instances or "config")
+                        _record(args, r, results)
+        finally:
+            server.stop()
+
+
+def table(results: list) -> str:
+    """Markdown: ours against each baseline per (setting, size, concurrency)."""
+    key = lambda r: (r.get("setting", r.get("gpus")), r["size"], r["concurrency"])  # noqa: E731
+    groups: dict = {}
+    for r in results:
+        groups.setdefault(key(r), {})[r["model"]] = r
+    lines = [
+        "| setting | tokens | conc | model | infer/s | p99 ms | ours / model | ours p99 / model p99 |",
+        "|---|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for (setting, size, conc), by_model in groups.items():
+        ours = by_model.get("tokenizer", {})
+        for model, r in by_model.items():
+            if "error" in r:
+                lines.append(f"| {setting} | {size} | {conc} | {model} | error | | | |")
+                continue
+            ratio = p99 = ""
+            if model != "tokenizer" and "infer_per_s" in ours:
+                ratio = f"{ours['infer_per_s'] / r['infer_per_s']:.2f}x"
+                p99 = f"{ours['p99_ms'] / r['p99_ms']:.2f}"
+            lines.append(
+                f"| {setting} | {size} | {conc} | {model} | {r['infer_per_s']:,.0f} | "
+                f"{r['p99_ms']:.2f} | {ratio} | {p99} |"
+            )
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--wheels", required=True)
-    ap.add_argument("--pa", type=Path, required=True)
-    ap.add_argument("--gputok-site", required=True)
+    ap.add_argument("--wheels", default="", help="numpy 1.26.4 wheel folder (offline stub env)")
+    ap.add_argument("--pa", type=Path, required=True, help="folder with perf_analyzer + libs")
+    ap.add_argument("--gputok-site", default="", help="site folder of gputok for the stub")
+    ap.add_argument("--stub-env", type=Path, default=None, help="use this stub environment")
     ap.add_argument("--gpus", default="0,1")
     ap.add_argument("--quick", action="store_true", help="only our tokenizer at 4K tokens, c128")
     ap.add_argument(
@@ -134,98 +315,50 @@ def main() -> int:
         help="perf_analyzer processes per capacity point with more than one GPU (each at the "
         "point's concurrency; throughput summed)",
     )
-    ap.add_argument("--sweep", default="", help="SIZES:CONCURRENCIES grid on one GPU (128,4k:1,8)")
-    ap.add_argument("--models", default=SWEEP_MODELS, help="models of the --sweep grid")
+    ap.add_argument(
+        "--sweep", default="", help="SIZES:CONCURRENCIES grid (= --plan batch:auto:0:GRID)"
+    )
+    ap.add_argument(
+        "--plan", default="", help="MODE:DEVICE:INSTANCES:SIZES:CONCS;... (serve_plan.py)"
+    )
+    ap.add_argument("--models", default=SWEEP_MODELS, help="models of the --plan / --sweep grid")
+    ap.add_argument("--window-ms", type=int, default=1000, help="perf_analyzer window (--plan)")
+    ap.add_argument("--budget-s", type=float, default=0, help="stop the plan after this long")
     ap.add_argument("--extra-site", default="", help="site folder for the stub (gigatoken)")
-    args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    from gputok._triton_env import (
-        ServerOptions,
-        TritonServer,
-        copy_models,
-        free_ports,
-        prepare_stub_env,
-    )
-
-    stub_bin = prepare_stub_env(
-        Path("/tmp/gputok-stub-env"),
-        sys.executable,
-        extra_site_dirs=[args.gputok_site] + ([args.extra_site] if args.extra_site else []),
-        pip_args=["--no-index", "--find-links", args.wheels],
-    )
-    data = inputs(args.out)
-    repo = Path("/tmp/gputok-serve-bench")
-    shutil.rmtree(repo, ignore_errors=True)
-    copy_models(ROOT / "model_repository", repo, ["tokenizer"])
-    gpus = args.gpus.split(",")
-    settings = [",".join(gpus[:k]) for k in range(1, len(gpus) + 1)]
+    args = ap.parse_args(argv)
     if args.sweep:
-        settings = settings[:1]
-    results = []
-    for k, visible in enumerate(settings):
-        os.environ["CUDA_VISIBLE_DEVICES"] = visible
-        # (size, concurrency, models, window ms). quick: the scaling point only. Otherwise the
-        # first setting (1 GPU) compares ours with both baselines (same server, same run) at
-        # 128 tokens c1/c16 and 4K c64, and every setting measures our capacity at 4K tokens
-        # (c128, and c256 with more than one GPU) in 4 s windows for the scaling ratio.
-        if args.sweep:
-            points = _sweep_points(args.sweep, tuple(args.models.split(",")))
-        elif args.quick:
-            points = [("4k", 128, ("tokenizer",), 2000)]
-        else:
-            points = [("4k", 128, ("tokenizer",), 4000)]
-            if k > 0 or args.scaling:
-                points.append(("4k", 256, ("tokenizer",), 4000))
-                if args.clients > 1:  # the same load from several client processes
-                    points.append(("4k", -128, ("tokenizer",), 4000))
-            else:
-                points = [
-                    ("128", 1, MODELS, 2000),
-                    ("128", 16, MODELS, 2000),
-                    ("4k", 64, MODELS, 2000),
-                    *points,
-                ]
-        baselines = any(m != "tokenizer" for _, _, models, _ in points for m in models)
-        http, grpc, metrics = free_ports(3)
-        server = TritonServer(
-            ServerOptions(
-                model_repository=repo,
-                http_port=http,
-                grpc_port=grpc,
-                metrics_port=metrics,
-                extra_args=[
-                    f"--model-repository={BASELINES}",
-                    "--exit-on-error=false",
-                    "--strict-readiness=false",
-                ]
-                if baselines
-                else [],
-            ),
-            stub_env=stub_bin.parent,
-            need=("numpy", "gputok"),
-            log_path=args.out / f"server_{visible.replace(',', '')}.log",
-        )
-        server.start()
-        try:
-            server.wait_ready(300)
-            for size, point_conc, models, window in points:
-                # a negative concurrency marks the multi-client point: args.clients processes
-                # at |concurrency| each
-                conc, clients = abs(point_conc), (args.clients if point_conc < 0 else 1)
-                for model in models:
-                    t0 = time.time()
-                    r = perf(
-                        args.pa, server.grpc_url, model, data[size], conc,
-                        args.out / f"{model}_{size}_c{conc}x{clients}_{len(visible.split(','))}gpu.csv",
-                        window, clients,
-                    )  # fmt: skip
-                    r.update(model=model, size=size, concurrency=conc * clients, gpus=visible)
-                    r["wall_s"] = round(time.time() - t0, 1)
-                    results.append(r)
-                    print(json.dumps(r), flush=True)
-        finally:
-            server.stop()
-    (args.out / "serve_results.json").write_text(json.dumps(results, indent=1))
+        args.plan = f"batch:auto:0:{args.sweep}"
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    from gputok.serve.triton import choose_stub_bin, prepare_stub_env
+
+    if args.stub_env is not None or not args.wheels:
+        stub_env = choose_stub_bin(args.stub_env).parent
+    else:
+        sites = [s for s in (args.gputok_site, args.extra_site) if s]
+        stub_env = prepare_stub_env(
+            Path("/tmp/gputok-stub-env"),
+            sys.executable,
+            extra_site_dirs=sites,
+            pip_args=["--no-index", "--find-links", args.wheels],
+        ).parent
+    args.raw = Path(tempfile.mkdtemp(prefix="gputok-serve-raw-"))
+    data = inputs(args.raw)
+    results: list = []
+    print("| setting | tokens | conc | model | infer/s | p50 ms | p99 ms |", flush=True)
+    try:
+        (run_plan if args.plan else run_legacy)(args, stub_env, data, results)
+    finally:
+        (args.out / "serve_results.json").write_text(json.dumps(results, indent=1))
+        # at most 8 files come back from the GPU machine: the CSVs, logs and inputs in one
+        with tarfile.open(args.out / f"raw-{int(T0)}.tar.gz", "w:gz") as tar:
+            tar.add(args.raw, arcname="raw")
+        shutil.rmtree(args.raw, ignore_errors=True)
+        print(table(results), flush=True)
     return 0
 
 
