@@ -8,7 +8,8 @@
 # model_repository, perf_analyzer_configs, scripts, bench) and the module xz'd
 # (.gpucarry/gpu/_core*.so.xz, 3.7 -> 0.9 MB; unpacked here), without test_device_tables.
 # then run(command="bash scripts/gpu_serve_bench.sh") from a tree holding them.
-# PLAN_A runs before the streaming step, PLAN_B after it (each stops at its budget in s).
+# PLAN_A runs before the streaming step, PLAN_B after it (each stops at its budget in s,
+# counted from its own start); TTFT_TIMEOUT=0 skips the streaming step.
 # Results (at most 8 files come back from the device): $OUT/sb/serve_results.{json,jsonl},
 # $OUT/sb/raw-*.tar.gz (perf_analyzer CSVs, server logs, inputs), $OUT/ttft.json, build.log.
 # Every point is printed as a table row when measured: run it with `2>&1 | tee $OUT/console.log`.
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gputok_serve_bench}
 G="1,2,4,8,16,32,64,128"
 PLAN_A=${PLAN_A:-"iso:auto:0:4k,128:$G;batch:auto:0:4k,128:$G"}
-PLAN_B=${PLAN_B:-"iso:auto:8:4k,128:64,128;iso:cpu:0:128,4k:1,8,64"}
+PLAN_B=${PLAN_B:-"iso:auto:0:4k,128:1,8,64:min;iso:cpu:0:4k,128:1,8,64;iso:auto:8:4k,128:64"}
 WINDOW_MS=${WINDOW_MS:-500}
 mkdir -p "$OUT" /tmp/pt /tmp/pa
 t0=$(date +%s)
@@ -34,7 +35,7 @@ bench() {
     --models tokenizer,preprocessing_gigatoken --window-ms "$WINDOW_MS" --budget-s "$3" 2>&1
 }
 bench "${A_TIMEOUT:-200}" "$PLAN_A" "${A_BUDGET:-170}"
-PERF_ANALYZER=/tmp/pa/perf_analyzer LD_LIBRARY_PATH=/tmp/pa:${LD_LIBRARY_PATH:-} \
+[ "${TTFT_TIMEOUT:-90}" -gt 0 ] && PERF_ANALYZER=/tmp/pa/perf_analyzer LD_LIBRARY_PATH=/tmp/pa:${LD_LIBRARY_PATH:-} \
   timeout "${TTFT_TIMEOUT:-90}" python3 bench/bench_stream_ttft.py --prompt-source stdlib \
   --stub-env /tmp/gputok-stub-env --requests 60 --stream-max-tokens 8 --out "$OUT/ttft.json" 2>&1 | tail -5
 [ -n "$PLAN_B" ] && bench "${B_TIMEOUT:-120}" "$PLAN_B" "${B_BUDGET:-90}"

@@ -5,8 +5,8 @@ A plan is a list of settings, each one tritonserver serving our `tokenizer` besi
 instance count and the same batching, measured by perf_analyzer one model after the other in
 the same server run:
 
-    MODE:DEVICE:INSTANCES:SIZES:CONCURRENCIES[;...]
-    iso:auto:0:128,4k:1,2,4,8,16,32,64,128;batch:cpu:2:4k:64
+    MODE:DEVICE:INSTANCES:SIZES:CONCURRENCIES[:OUTPUTS][;...]
+    iso:auto:0:128,4k:1,2,4,8,16,32,64,128;batch:cpu:2:4k:64;iso:auto:0:4k:64:min
 
 - MODE `iso`: every model that takes strings served without the dynamic batcher, as
   `gputok-serve` serves them by default (request isolation, gputok/serve/isolate.py);
@@ -15,6 +15,10 @@ the same server run:
   CPU path, on whatever instance KIND_AUTO gives).
 - INSTANCES: the count of every model served (ours and the baselines alike); 0 keeps the
   configs' own counts (equal in the repository: 2).
+- OUTPUTS: `all` (default): ours declares TensorRT-LLM's eleven outputs, and perf_analyzer,
+  which has no flag to name outputs, gets every one of them (nine more tensors per response
+  than the baseline's two); `min`: ours declares only the baseline's `INPUT_ID` and
+  `REQUEST_INPUT_LEN`, which is what a client naming those two (gputok-client) costs.
 
 The configs are edited as text, not through `gputok.serve.pbtxt` (which needs tritonclient's
 protobuf schema): the GPU machine's image has neither. tests/test_serve_bench_plan.py checks
@@ -41,10 +45,12 @@ class Setting:
     instances: int  # 0: the configs' own counts
     sizes: tuple[str, ...]
     concurrencies: tuple[int, ...]
+    outputs: str = "all"  # "all" | "min" (ours declares the baseline's two outputs only)
 
     @property
     def label(self) -> str:
-        return f"{self.mode}-{self.device}-i{self.instances or 'cfg'}"
+        tail = "-min" if self.outputs == "min" else ""
+        return f"{self.mode}-{self.device}-i{self.instances or 'cfg'}{tail}"
 
 
 def parse_plan(spec: str) -> list[Setting]:
@@ -54,17 +60,21 @@ def parse_plan(spec: str) -> list[Setting]:
         if not part:
             continue
         fields = part.split(":")
-        if len(fields) != 5:
+        if len(fields) not in (5, 6):
             raise ValueError(f"plan entry {part!r}: want MODE:DEVICE:INSTANCES:SIZES:CONCS")
-        mode, device, inst, sizes, concs = fields
-        if mode not in MODES or device not in DEVICES:
-            raise ValueError(f"plan entry {part!r}: mode in {MODES}, device in {DEVICES}")
+        mode, device, inst, sizes, concs = fields[:5]
+        outputs = fields[5] if len(fields) == 6 else "all"
+        if mode not in MODES or device not in DEVICES or outputs not in ("all", "min"):
+            raise ValueError(
+                f"plan entry {part!r}: mode in {MODES}, device in {DEVICES}, outputs all|min"
+            )
         setting = Setting(
             mode,
             device,
             int(inst),
             tuple(s for s in sizes.split(",") if s),
             tuple(int(c) for c in concs.split(",") if c),
+            outputs,
         )
         if setting.instances < 0 or not setting.sizes or min(setting.concurrencies) < 1:
             raise ValueError(f"plan entry {part!r}: instances >= 0, sizes and concurrencies >= 1")
@@ -103,6 +113,19 @@ def set_parameter(text: str, key: str, value: str) -> str:
     return new
 
 
+def keep_outputs(text: str, keep: tuple[str, ...]) -> str:
+    """config.pbtxt text whose `output [ ... ]` list holds only the outputs named in `keep`."""
+    m = re.search(r"(?m)^output\s*\[", text)
+    if not m:
+        raise ValueError("no output list")
+    end = text.index("\n]", m.end())
+    blocks = re.findall(r"\{[^{}]*\}", text[m.end() : end])
+    kept = [b for b in blocks if re.search(r'name:\s*"([^"]+)"', b).group(1) in keep]
+    if len(kept) != len(keep):
+        raise ValueError(f"outputs {keep} not all declared")
+    return text[: m.end()] + "\n  " + ",\n  ".join(kept) + text[end:]
+
+
 def build_repository(dest: Path, setting: Setting, baselines: tuple[str, ...]) -> Path:
     """A throwaway repository at `dest`: our tokenizer and `baselines`, edited for `setting`."""
     shutil.rmtree(dest, ignore_errors=True)
@@ -120,5 +143,7 @@ def build_repository(dest: Path, setting: Setting, baselines: tuple[str, ...]) -
             text = set_instance_count(text, setting.instances)
         if name == "tokenizer" and setting.device != "auto":
             text = set_parameter(text, "device", setting.device)
+        if name == "tokenizer" and setting.outputs == "min":
+            text = keep_outputs(text, ("INPUT_ID", "REQUEST_INPUT_LEN"))
         config.write_text(text)
     return dest

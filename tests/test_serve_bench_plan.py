@@ -80,3 +80,25 @@ def test_text_edits_refuse_what_they_cannot_find():
         serve_plan.drop_dynamic_batching("dynamic_batching {\n  x { y: 1 }\n")
     nested = "a: 1\ndynamic_batching {\n  priority_queue_policy { key: 1 value { } }\n}\nb: 2\n"
     assert serve_plan.drop_dynamic_batching(nested) == "a: 1\n\nb: 2\n"
+
+
+def test_min_outputs_declares_the_baselines_two(tmp_path):
+    """OUTPUTS=min: ours declares only the baseline's outputs (what a client naming them
+    costs); its inputs, batching and everything else stay the repository's."""
+    setting = serve_plan.parse_plan("iso:auto:0:128:1:min")[0]
+    assert setting.outputs == "min" and setting.label == "iso-auto-icfg-min"
+    repo = serve_plan.build_repository(tmp_path / "r", setting, BASE)
+    configs = _configs(repo)
+    base = configs["preprocessing_gigatoken"]
+    ours = configs["tokenizer"]
+    assert [o.name for o in ours.output] == [o.name for o in base.output]
+    assert [(o.data_type, list(o.dims)) for o in ours.output] == [
+        (o.data_type, list(o.dims)) for o in base.output
+    ]
+    full = pbtxt.read_config(ROOT / "model_repository/tokenizer/config.pbtxt")
+    assert len(full.output) == 11 and len(ours.input) == len(full.input)
+    assert serve_plan.parse_plan("iso:auto:0:128:1")[0].outputs == "all"
+    with pytest.raises(ValueError):
+        serve_plan.parse_plan("iso:auto:0:128:1:some")
+    with pytest.raises(ValueError):
+        serve_plan.keep_outputs('output [\n  { name: "A" }\n]\n', ("B",))

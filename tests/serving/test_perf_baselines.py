@@ -47,3 +47,20 @@ def test_refuses_what_ours_refuses(model):
     with pytest.raises(ValueError, match="shape"):
         model.check_rows(np.array([b"x"], dtype=object))
     assert model.check_rows(np.array([[b"hi"], [b""]], dtype=object)) == ["hi", ""]
+
+
+def test_one_row_path_equals_batch_path(model, ref, corpus):
+    """A one-row execute takes gigatoken's `encode` (the isolated-request case); its ids,
+    shapes and dtypes are those of the batch path and of tiktoken."""
+    tok = model.build()
+    for text in ["hello world", "", corpus[3][:4000], "日本語 🎉 x"]:
+        [(ids, lens)] = model.encode_requests(tok, [[text]], 50256)
+        [(bids, blens)] = model.encode_requests(tok, [[text], [text]], 50256)[:1]
+        want = ref.encode_ordinary(text)
+        assert ids.dtype == np.int32 and lens.dtype == np.int32
+        assert ids.shape == (1, len(want)) and lens.tolist() == [[len(want)]]
+        assert ids[0].tolist() == want == bids[0, : blens[0, 0]].tolist()
+    # a request with no rows beside the one row
+    out = model.encode_requests(tok, [[], ["hi"]], 50256)
+    assert out[0][0].shape == (0, 0) and out[0][1].shape == (0, 1)
+    assert out[1][0].tolist() == [ref.encode_ordinary("hi")]
