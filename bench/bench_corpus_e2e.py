@@ -78,12 +78,6 @@ def load_docs(corpus: str, profile: str = "bench") -> list[str]:
     return [t for t in texts if t and TEXT_SEP not in t and "\0" not in t]
 
 
-def _record(fmt: str, doc: str) -> bytes:
-    if fmt == "jsonl":
-        return (json.dumps({"text": doc}, ensure_ascii=False) + "\n").encode()
-    return doc.encode()
-
-
 def plan_shards(docs: list[str], text_bytes: int, shard_bytes: int) -> list[tuple[int, int]]:
     """Documents (cyclic indices into docs) per shard: [(first, end)), about ``shard_bytes``
     of text each, ``text_bytes`` in all."""
@@ -98,17 +92,37 @@ def plan_shards(docs: list[str], text_bytes: int, shard_bytes: int) -> list[tupl
     return shards
 
 
+_RECORDS: dict = {}
+
+
+def _records(fmt: str, docs: list[str]) -> list:
+    """Each document as the format stores it, made once per corpus and format (JSON escaping
+    a GB of documents one by one took longer than the runs)."""
+    key = (fmt, id(docs))
+    if key not in _RECORDS:
+        if fmt == "jsonl":
+            _RECORDS[key] = [
+                (json.dumps({"text": d}, ensure_ascii=False) + "\n").encode() for d in docs
+            ]
+        elif fmt == "text":
+            _RECORDS[key] = [d.encode() for d in docs]
+        else:
+            _RECORDS[key] = docs
+    return _RECORDS[key]
+
+
 def _write_shard(path: Path, fmt: str, docs: list[str], first: int, end: int) -> None:
-    part = [docs[i % len(docs)] for i in range(first, end)]
+    recs = _records(fmt, docs)
+    part = [recs[i % len(recs)] for i in range(first, end)]
     if fmt == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         pq.write_table(pa.table({"text": part}), path, row_group_size=2048)
     elif fmt == "text":
-        path.write_bytes(TEXT_SEP.join(part).encode())
+        path.write_bytes(TEXT_SEP.encode().join(part))
     else:
-        path.write_bytes(b"".join(_record(fmt, d) for d in part))
+        path.write_bytes(b"".join(part))
 
 
 def write_inputs(d: Path, fmt: str, docs: list[str], text_bytes: int, shard_bytes: int):
@@ -117,6 +131,7 @@ def write_inputs(d: Path, fmt: str, docs: list[str], text_bytes: int, shard_byte
     d.mkdir(parents=True)
     ext = {"jsonl": "jsonl", "text": "txt", "parquet": "parquet"}[fmt]
     shards = plan_shards(docs, text_bytes, shard_bytes)
+    _records(fmt, docs)  # once, before the writer threads
     paths = [d / f"part{k:05d}.{ext}" for k in range(len(shards))]
     with ThreadPoolExecutor(os.cpu_count() or 4) as pool:
         list(
@@ -285,7 +300,7 @@ def grid(args) -> list[tuple[str, str, float, float]]:
     shard sizes; --extra adds configurations (corpus:format:GB:MB, comma separated)."""
     out = [
         (c, f, float(g), float(s))
-        for g in args.sizes_gb.split(",")
+        for g in filter(None, args.sizes_gb.split(","))
         for c in args.corpora.split(",")
         for f in args.formats.split(",")
         for s in args.shard_mb.split(",")
