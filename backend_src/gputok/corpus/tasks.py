@@ -47,7 +47,7 @@ DEFAULT_TASK_BYTES = 64 << 20
 # this process (tokenize_corpus's in_process_below). In process saves the cluster's start-up
 # and close S but runs one interpreter (rate R1) where the cluster runs several (Rc): it wins
 # below S / (1/R1 - 1/Rc) bytes.
-IN_PROCESS_BELOW_BYTES = 512 << 20
+IN_PROCESS_BELOW_BYTES = 6 << 30
 
 
 def group_specs(
