@@ -12,7 +12,8 @@ offsets). Both write without fsync (``--no-fsync``); gputok also hashes its file
 * **gigatoken** (on all cores): ``Tokenizer.encode_files`` on ``JsonlFileSource`` /
   ``ParquetFileSource`` / ``TextFileSource`` over up to ``--gigatoken-call-gb`` of input
   files per call, each call's ids cut per file (the documents per file are known from the
-  generator) and written as above on a writer thread while the next call encodes.
+  generator) and written as above (gputok's native uint16 packer) on writer threads while
+  the next call encodes.
   Its configuration: ``Tokenizer.from_tiktoken(ranks, pretokenizer="gpt2")`` or
   ``Tokenizer(hf)``, both timed on the first configuration, the faster kept.
 * **start-up alone**: each contender on one 100 KB shard (gputok ``--in-process`` and

@@ -183,7 +183,7 @@ def _add_corpus_task_arguments(p: argparse.ArgumentParser) -> None:
         const=True,
         default=None,
         help="run in this process, with no Dask cluster (default: when the inputs hold less "
-        f"than {IN_PROCESS_BELOW_BYTES >> 20} MB and no cluster option is given)",
+        f"than {IN_PROCESS_BELOW_BYTES / 2**30:g} GiB and no cluster option is given)",
     )
     where.add_argument(
         "--cluster",

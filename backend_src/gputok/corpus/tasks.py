@@ -43,11 +43,15 @@ from .spec import ShardSpec
 # cluster (the target also shrinks to total / (2 x threads)).
 DEFAULT_TASK_BYTES = 64 << 20
 
-# Below this many input bytes a run with no client, scheduler or cluster shape given runs in
-# this process (tokenize_corpus's in_process_below). In process saves the cluster's start-up
-# and close S but runs one interpreter (rate R1) where the cluster runs several (Rc): it wins
-# below S / (1/R1 - 1/Rc) bytes.
-IN_PROCESS_BELOW_BYTES = 6 << 30
+# Below this many bytes of input files, a run with no client, scheduler or cluster shape given
+# runs in this process (tokenize_corpus's in_process_below). In process saves the cluster's
+# start-up and close and was faster at every size measured on one GPU (H100, 16-core host,
+# 2026-11-25, bench/bench_corpus_e2e.py, bench/results/2026-11-25-corpus-e2e.md): 1 GB in
+# 1.97-2.82 s against 6.50-6.98 s on the default cluster (whose start-up is 4.7-5.7 s: cluster
+# 3.9, tokenizers 0.8), 10 GB of Parquet in 5.6 s against 9.7 s. From those rates the two meet
+# somewhere past 30 GB, which was not measured; above 16 GiB the cluster takes over, as it also
+# spreads over more GPUs and hosts.
+IN_PROCESS_BELOW_BYTES = 16 << 30
 
 
 def group_specs(
