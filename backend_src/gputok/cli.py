@@ -117,8 +117,9 @@ def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="shards each local worker tokenizes at once, sharing its tokenizer (default: "
-        "min(4, cores / (GPUs x workers per GPU)) on GPU workers, 1 on CPU workers)",
+        help="shards each local worker (or this process, in process) tokenizes at once, "
+        "sharing its tokenizer (default: min(4, cores / (GPUs x workers per GPU)) on GPU "
+        "workers, 1 on CPU workers)",
     )
     p.add_argument(
         "--no-processes",

@@ -1,6 +1,8 @@
 """Corpus tokenization on dask.distributed: text / JSONL / Parquet shards -> uint16 token shards.
 
-One input file is one task and one output shard. Each Dask worker tokenizes with gputok (the
+One input file is one output shard; small consecutive files are grouped into one task
+(tasks.group_specs), and a corpus below tasks.IN_PROCESS_BELOW_BYTES runs its tasks on threads
+of this process instead of a Dask cluster. Each worker tokenizes with gputok (the
 GPU where one is usable, else the native CPU path) and writes, per shard ``NAME``:
 
 * ``NAME.bin``  raw little-endian uint16 token ids (nanoGPT's ``train.bin`` format, no header);
