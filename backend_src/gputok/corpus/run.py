@@ -16,7 +16,7 @@ a GPU's host-side work, Parquet decoding, packing, hashing, then runs in several
 interpreters). batch_bytes / min_batch_bytes: the most
 / the fewest bytes of text per tokenizer call (a shard is cut into at least 4 calls; None:
 4 MB on the GPU, 1 MB on the CPU). client / scheduler: an existing distributed.Client, or a scheduler address; neither
-starts a LocalCluster (LocalCUDACluster, one worker per GPU, where dask-cuda is installed
+runs in process (see in_process below) or starts a LocalCluster (LocalCUDACluster, one worker per GPU, where dask-cuda is installed
 and a GPU is usable). Raises CorpusError when a shard fails (after the others finished;
 a rerun resumes), CorpusInputError for inputs that cannot be found. fsync=False skips the
 fsyncs (files are still renamed into place only when complete, and a resume re-hashes
