@@ -100,7 +100,6 @@ MODULE_ALLOW: dict[str, int] = {
     "backend_src/gputok/serve/triton.py": 773,
     "bench/bench_corpus.py": 935,
     "bench/corpus.py": 568,
-    "tests/e2e/test_bad_input.py": 521,
     "tests/corpus/test_corpus_cli.py": 554,
     "tests/gpu/test_gpu.py": 643,
     "tests/corpus/test_parquet_pages.py": 638,
