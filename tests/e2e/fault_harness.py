@@ -137,15 +137,10 @@ def _grpc_typed(model: str, build: Callable):
     return send
 
 
-# The cases Triton's HTTP frontend answers with 500, and why (server and common at r24.10,
-# unchanged on their main branches in 2026): http_server.cc defines TRITONJSON_STATUSRETURN as
-# TRITONSERVER_ERROR_INTERNAL, so every error of its JSON wrapper (TritonJson) is INTERNAL, and
-# HttpCodeFromError maps INTERNAL to 500. The wrapper's errors are: rapidjson's parse errors
-# ("failed to parse the request JSON buffer", the not-json cases), a missing or non-array
-# "inputs" (MemberAsArray: wrong-json 0-5), a shape element that is not an unsigned integer
-# (IndexAsUInt), a negative binary_data_size (AsUInt), and `data` whose elements have the wrong
-# JSON type (AsBool for BOOL, AsString for BYTES; a non-array `data`). They reach no model and
-# no Triton option changes the code; JSON of the right types but wrong values gets 400.
+# The cases Triton's HTTP frontend answers with 500 (server and common at r24.10, unchanged on
+# main in 2026): http_server.cc makes every error of its JSON wrapper (TritonJson: rapidjson's
+# parse errors, MemberAsArray, IndexAsUInt, AsUInt, AsString, AsBool) INTERNAL, which
+# HttpCodeFromError maps to 500. No model sees them and no option changes it (docs/reliability.md).
 TRITON_JSON_500_CASES = frozenset(
     [f"http-not-json-{i}" for i in range(7)]
     + [f"http-wrong-json-{i}" for i in range(6)]
