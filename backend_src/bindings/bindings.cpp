@@ -727,21 +727,15 @@ PYBIND11_MODULE(_core, m) {
   // The pretokenizer's fast scanner (use_masks) or its reference, for tests: piece lengths.
   m.def(
       "scan_pieces",
-      [](const py::bytes& text, bool use_masks) {
+      [](const py::bytes& text, bool use_masks, size_t many) {
         const std::string s = text;
         const auto* data = reinterpret_cast<const uint8_t*>(s.data());
         if (utf8_first_invalid(data, s.size()) != s.size())
           throw py::value_error("scan_pieces needs valid UTF-8");
-        std::vector<size_t> lens;
-        {
-          py::gil_scoped_release release;
-          PieceScanner scanner(unicode_table(), data, s.size(), use_masks);
-          for (size_t pos = 0; pos < s.size(); pos += lens.back())
-            lens.push_back(scanner.next(pos));
-        }
-        return lens;
+        py::gil_scoped_release release;
+        return scan_piece_lengths(unicode_table(), data, s.size(), use_masks, many);
       },
-      py::arg("text"), py::arg("use_masks") = true);
+      py::arg("text"), py::arg("use_masks") = true, py::arg("many") = 32);
   // Byte class masks of up to 64 bytes (AVX2 where the CPU has it, or the portable twin).
   m.def(
       "classify64",

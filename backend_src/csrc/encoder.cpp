@@ -167,83 +167,96 @@ void Encoder::prepare(const std::vector<TextInput>& texts, const SpecialPolicy& 
   }
 }
 
-// Pieces go through in blocks of kBlock, in two passes: cut them and prefetch their slots
-// of the token index and the pretoken cache, then look them up in order (merge_piece on a
+// Pieces go through in blocks of up to kBlock, in two passes: cut them (next_many reads a
+// 64-byte window's boundaries at once) and prefetch the slots of the token index and the
+// pretoken cache for those over one byte, then look them up in order (merge_piece on a
 // miss of both). Each lookup is a likely cache miss (the index is 4 MiB, the pretoken
 // cache 64 MiB); the prefetches let the memory system serve a block's misses together
-// instead of one by one.
-void Encoder::encode_segment(PieceCache* cache, std::string_view text,
-                             std::vector<int32_t>& out) const {
-  constexpr size_t kBlock = 16;
+// instead of one by one. A segment's ids are at most its bytes, so `out` grows once per
+// segment and the ids are stored through a pointer (no capacity check per piece).
+void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector& out) const {
+  constexpr size_t kBlock = 32;
   struct Pending {
-    const uint8_t* piece;
     PieceKey key;
     uint64_t h;
   };
   const UnicodeTableView uni = unicode_table();
-  const VocabView v = vocab_->view();
-  const bool whole = vocab_->whole_piece_lookup();
+  const Vocab& voc = *vocab_;
+  const VocabView v = voc.view();
+  const bool whole = voc.whole_piece_lookup();
   MergeScratch& scratch = thread_scratch();
   const auto* data = reinterpret_cast<const uint8_t*>(text.data());
   const size_t n = text.size();
+  uint32_t lens[kBlock];
   Pending block[kBlock];
   PieceScanner scanner(uni, data, n);
+  const size_t at = out.size();
+  out.resize(at + n);  // ids <= bytes; IdVector leaves the new ids uninitialized
+  int32_t* w = out.data() + at;
   size_t pos = 0;
   while (pos < n) {
+    const uint8_t* piece = data + pos;
     size_t m = 0;
-    for (; m < kBlock && pos < n; ++m) {
-      const size_t len = scanner.next(pos);
-      Pending& q = block[m];
-      q.piece = data + pos;
-      q.key = make_key(q.piece, len, n - pos);
-      q.h = key_hash(q.key);
-      if (len > 1) {
-        if (whole) vocab_->prefetch_token(q.h);
-        if (cache && len <= PieceCache::kMaxPiece) cache->prefetch(q.h);
+    while (m < kBlock / 2 && pos < n) {
+      const size_t k = scanner.next_many(pos, lens + m, kBlock - m);
+      for (const size_t end = m + k; m < end; ++m) {
+        const size_t len = lens[m];
+        if (len > 1) {
+          Pending& q = block[m];
+          q.key = make_key(data + pos, len, n - pos);
+          q.h = key_hash(q.key);
+          if (whole) voc.prefetch_token(q.h);
+          if (cache && len <= PieceCache::kMaxPiece) cache->prefetch(q.h);
+        }
+        pos += len;
       }
-      pos += len;
     }
-    for (size_t k = 0; k < m; ++k) {
-      const Pending& q = block[k];
-      const size_t len = q.key.len;
+    for (size_t k = 0; k < m; piece += lens[k], ++k) {
+      const size_t len = lens[k];
       if (len == 1) {
-        out.push_back(v.byte_token[q.piece[0]]);
+        *w++ = v.byte_token[piece[0]];
         continue;
       }
+      const Pending& q = block[k];
       if (whole) {
-        const int32_t id = vocab_->find_token(q.key, q.piece, q.h);
+        const int32_t id = voc.find_token(q.key, piece, q.h);
         if (id >= 0) {
-          out.push_back(id);
+          *w++ = id;
           continue;
         }
       }
       const bool cacheable = cache && len <= PieceCache::kMaxPiece;
       size_t n_ids = 0;
-      if (const int32_t* hit = cacheable ? cache->find(q.key, q.piece, q.h, &n_ids) : nullptr) {
-        out.insert(out.end(), hit, hit + n_ids);
-        continue;
+      const int32_t* ids = cacheable ? cache->find(q.key, piece, q.h, &n_ids) : nullptr;
+      if (!ids) {
+        scratch.out.clear();
+        merge_piece(v, piece, len, scratch.out, scratch);
+        ids = scratch.out.data();
+        n_ids = scratch.out.size();
+        if (cacheable) cache->insert(q.key, piece, q.h, ids, n_ids);
       }
-      const size_t before = out.size();
-      merge_piece(v, q.piece, len, out, scratch);
-      if (cacheable) cache->insert(q.key, q.piece, q.h, out.data() + before, out.size() - before);
+      for (size_t j = 0; j < n_ids; ++j) w[j] = ids[j];
+      w += n_ids;
     }
   }
+  out.resize(size_t(w - out.data()));
 }
 
 void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
-                         std::vector<int32_t>& out) const {
+                         IdVector& out) const {
   const size_t threads = hardware_threads();
   const size_t size = text.bytes.size();
   Prepared p;
   if (threads > 1 && size >= kOneTextParallelBytes) {
     p.chunk_bytes = std::min(kChunkBytes, std::max(kMinChunkBytes, size / (2 * threads)));
     prepare({text}, policy, utf8, p);
-    EncodeResult r = encode_units(p, 1, threads, p.chunk_bytes);
-    out.assign(r.ids.begin(), r.ids.end());
+    out = std::move(encode_units(p, 1, threads, p.chunk_bytes).ids);
     return;
   }
   prepare({text}, policy, utf8, p);
-  out.reserve(text.bytes.size() / 3 + 4);
+  // encode_segment grows `out` by a unit's bytes (<= kChunkBytes) and trims it back: room
+  // for about two ids a byte past that, so a typical text never reallocates.
+  out.reserve(size / 2 + std::min(size, kChunkBytes) + 4);
   const auto cache_ref = cache();
   for (const Unit& u : p.units) {
     if (u.special >= 0)
@@ -279,6 +292,26 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
   return encode_units(p, texts.size(), threads, kItemBytes);
 }
 
+// One thread: every unit straight into the result, with no per-item buffers to copy.
+EncodeResult Encoder::encode_units_inline(const Prepared& p, size_t n_texts,
+                                          PieceCache* cache) const {
+  EncodeResult r;
+  r.offsets.assign(n_texts + 1, 0);
+  size_t bytes = 0;
+  for (const Unit& unit : p.units) bytes += unit.bytes.size();
+  r.ids.reserve(bytes / 2 + std::min(bytes, kChunkBytes) + 8);  // as in encode_one
+  for (const Unit& unit : p.units) {
+    if (unit.special >= 0)
+      r.ids.push_back(unit.special);
+    else
+      encode_segment(cache, unit.bytes, r.ids);
+    r.offsets[unit.text + 1] = int64_t(r.ids.size());
+  }
+  for (size_t t = 0; t < n_texts; ++t)  // texts with no units end where the one before did
+    if (r.offsets[t + 1] < r.offsets[t]) r.offsets[t + 1] = r.offsets[t];
+  return r;
+}
+
 EncodeResult Encoder::encode_units(const Prepared& p, size_t n_texts, size_t threads,
                                    size_t item_bytes) const {
   // Items: runs of consecutive units of about kItemBytes.
@@ -295,7 +328,7 @@ EncodeResult Encoder::encode_units(const Prepared& p, size_t n_texts, size_t thr
   const size_t n_items = item_start.size() - 1;
 
   struct ItemOut {
-    std::vector<int32_t> ids;
+    IdVector ids;
     std::vector<size_t> unit_end;
   };
   std::vector<ItemOut> outs(n_items);
@@ -322,6 +355,7 @@ EncodeResult Encoder::encode_units(const Prepared& p, size_t n_texts, size_t thr
     }
   };
 
+  if (threads <= 1 || n_items <= 1) return encode_units_inline(p, n_texts, cache_ref.get());
   run_parallel(n_items, threads, run_item);
   if (error) std::rethrow_exception(error);
 

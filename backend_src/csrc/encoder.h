@@ -105,7 +105,7 @@ class Encoder {
   // One text on the calling thread (texts over a few chunks go to encode_batch, which
   // splits them across cores): the latency path, with no scheduling structures.
   void encode_one(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
-                  std::vector<int32_t>& out) const;
+                  IdVector& out) const;
 
  private:
   struct Unit;
@@ -116,10 +116,11 @@ class Encoder {
   // item_bytes; the ids never depend on the thread count or the item size.
   EncodeResult encode_units(const Prepared& p, size_t n_texts, size_t threads,
                             size_t item_bytes) const;
+  EncodeResult encode_units_inline(const Prepared& p, size_t n_texts, PieceCache* cache) const;
   // fn(i) for i in [0, n) on the shared pool (one caller at a time), or inline.
   void run_parallel(size_t n, size_t threads, const std::function<void(size_t)>& fn) const;
   std::shared_ptr<PieceCache> cache() const;  // this call's snapshot (null: disabled)
-  void encode_segment(PieceCache* cache, std::string_view text, std::vector<int32_t>& out) const;
+  void encode_segment(PieceCache* cache, std::string_view text, IdVector& out) const;
 
   std::shared_ptr<const Vocab> vocab_;
   std::shared_ptr<PieceCache> cache_;  // read and replaced with std::atomic_load/store

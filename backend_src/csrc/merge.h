@@ -15,6 +15,7 @@ struct MergeScratch {
   std::vector<uint64_t> vals;
   std::vector<int32_t> next, prev;
   std::vector<uint64_t> heap;
+  std::vector<int32_t> out;  // one piece's ids (the encoder merges into it, then copies)
 };
 
 // Appends the tokens of piece[0, n) (n >= 1) to `out`. Short pieces use tiktoken's

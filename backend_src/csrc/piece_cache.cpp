@@ -32,22 +32,6 @@ PieceCache::~PieceCache() {
   std::free(arena_);
 }
 
-const int32_t* PieceCache::find(const PieceKey& k, const uint8_t* p, uint64_t h,
-                                size_t* n_ids) const {
-  const uint32_t tag = tag_of(h);
-  for (size_t slot = h & mask_;; slot = (slot + 1) & mask_) {
-    const Slot& s = slots_[slot];
-    const uint32_t t = s.tag.load(std::memory_order_acquire);
-    if (t == 0) return nullptr;
-    if (t != tag || s.w0 != k.w0 || s.w1 != k.w1 || s.len != k.len) continue;
-    if (k.len > 16 && std::memcmp(arena_ + s.extra, p + 16, k.len - 16) != 0) continue;
-    *n_ids = s.n_ids;
-    if (s.n_ids <= kInlineIds) return s.ids;
-    const size_t ids_at = (s.extra + (k.len > 16 ? k.len - 16 : 0) + 3) & ~size_t(3);
-    return reinterpret_cast<const int32_t*>(arena_ + ids_at);
-  }
-}
-
 bool PieceCache::claim_arena(size_t bytes, uint32_t* offset) {
   size_t at = arena_used_.load(std::memory_order_relaxed);
   do {

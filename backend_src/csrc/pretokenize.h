@@ -1,6 +1,6 @@
 // Pretokenization: GPT-2's pattern, as tiktoken's regex engine runs it,
 //   '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s
-// by a hand-written scanner (no regex library). Also UTF-8 validation and repair.
+// by a hand-written scanner (no regex library).
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "types.h"
+#include "utf8.h"  // validation and repair at the edge, before any scanner
 
 namespace gputok {
 
@@ -30,36 +31,36 @@ class PieceScanner {
   PieceScanner(UnicodeTableView uni, const uint8_t* text, size_t n, bool use_masks = true)
       : uni_(uni), text_(text), n_(n), use_masks_(use_masks) {}
   size_t next(size_t pos);
+  // The lengths of the pieces from `pos` on, as many as the loaded window settles (at least
+  // one, at most `max` >= 1), into lens[]: the same pieces as calls of next(), in order,
+  // with the boundaries read off the window's plan by bit scans instead of one call each.
+  size_t next_many(size_t pos, uint32_t* lens, size_t max);
 
  private:
   void load(size_t pos);
-  void plan();                          // every settled boundary of the loaded window
-  size_t from_plan(size_t pos) const;   // 0 where the plan has no settled piece at pos
-  size_t from_masks(size_t pos) const;  // 0 where the masks cannot decide
+  void plan();                              // every settled boundary of the loaded window
+  void plan_contractions(uint64_t quotes);  // the contraction rule on the plan
+  size_t from_plan(size_t pos) const;       // 0 where the plan has no settled piece at pos
+  size_t from_masks(size_t pos) const;      // 0 where the masks cannot decide
+  size_t next_scalar(size_t pos, uint32_t* lens) const;  // next_piece into lens[0]; 1
   UnicodeTableView uni_;
   const uint8_t* text_;
   size_t n_;
   bool use_masks_;
   size_t w_ = 0, m_ = 0;  // window start; bytes [w_, w_ + m_) are ASCII and classified
   bool loaded_ = false;
-  uint64_t letter_ = 0, digit_ = 0, space_ = 0, other_ = 0, blank_ = 0;
+  uint64_t letter_ = 0, digit_ = 0, space_ = 0, other_ = 0, blank_ = 0, quote_ = 0;
   // Piece boundaries in the window (bit i: a piece starts at w_ + i, or the text ends there).
   uint64_t bounds_ = 0;
 };
 
+// The lengths of text[0, n)'s pieces by PieceScanner::next_many, at most `many` (clamped to
+// 1..64) a call; use_masks false: by next_piece alone (the reference). For tests.
+std::vector<uint32_t> scan_piece_lengths(UnicodeTableView uni, const uint8_t* text, size_t n,
+                                         bool use_masks, size_t many);
+
 // Appends every piece of text[0, n) to `out`, offsets relative to `base`.
 void pretokenize(UnicodeTableView uni, const uint8_t* text, size_t n, std::vector<Piece>& out,
                  uint32_t base = 0);
-
-// Offset of the first byte that is not part of valid UTF-8, or n when all of it is valid.
-// "Valid" is Python's strict decoder: no surrogates, no overlongs, nothing above U+10FFFF.
-size_t utf8_first_invalid(const uint8_t* text, size_t n);
-// The same answer by the byte-by-byte decoder alone (utf8_first_invalid asks a SIMD check
-// first where the CPU has AVX2): the reference its tests compare against.
-size_t utf8_first_invalid_reference(const uint8_t* text, size_t n);
-
-// bytes.decode("utf-8", "replace").encode("utf-8"): each maximal invalid subpart becomes
-// U+FFFD, exactly as CPython's decoder does.
-std::string utf8_replace_invalid(const uint8_t* text, size_t n);
 
 }  // namespace gputok

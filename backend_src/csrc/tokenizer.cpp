@@ -146,9 +146,9 @@ PackedResult Tokenizer::encode_packed(const std::vector<TextInput>& texts, const
 IdVector Tokenizer::encode_one(const TextInput& text, const EncodeArgs& args) const {
   if (routes_to_gpu(text.bytes.size(), 1))
     return encoder_.encode_batch_gpu(*gpu_, algorithm_, {text}, args.policy, args.utf8).ids;
-  std::vector<int32_t> ids;  // a text below the crossover: a copy of a few KB at most
+  IdVector ids;
   encoder_.encode_one(text, args.policy, args.utf8, ids);
-  return IdVector(ids.begin(), ids.end());
+  return ids;
 }
 
 std::string Tokenizer::decode_bytes(const int64_t* ids, size_t n) const {

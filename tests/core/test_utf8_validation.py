@@ -1,4 +1,4 @@
-"""UTF-8 validation (csrc/pretokenize.cpp): the SIMD whole-buffer check in front of the
+"""UTF-8 validation (csrc/utf8.cpp): the SIMD whole-buffer check in front of the
 byte-by-byte decoder must never change an answer. Every answer is compared with CPython's
 strict decoder (the offset of the first invalid byte, or the length) and with the scalar
 reference, for inputs placed across the 32-byte blocks the SIMD check works in, in ASCII and in
