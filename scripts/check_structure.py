@@ -80,7 +80,6 @@ FUNCTION_ALLOW: dict[str, int] = {
     "backend_src/csrc/cuda/gpu_encoder.cu::GpuEncoder::decompress_pages": 124,
     "backend_src/csrc/cuda/per_word_device.cuh::pass_single_rank": 81,
     "backend_src/csrc/cuda/tests/test_device_tables.cu::main": 150,  # a test driver
-    "backend_src/gputok/cli.py::_add_corpus_arguments": 132,
     "bench/bench_corpus.py::main": 338,
     "bench/bench_corpus.py::markdown": 100,
     "bench/bench_corpus.py::run_dask": 101,

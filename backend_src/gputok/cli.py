@@ -38,6 +38,13 @@ read in numpy (nanoGPT style):
 
 
 def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
+    _add_corpus_input_arguments(p)
+    _add_corpus_cluster_arguments(p)
+    _add_corpus_output_arguments(p)
+
+
+def _add_corpus_input_arguments(p: argparse.ArgumentParser) -> None:
+    """What is read and how documents are made of it."""
     p.add_argument(
         "inputs",
         nargs="+",
@@ -79,6 +86,10 @@ def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--skip-empty", action="store_true", help="drop empty documents (counted in the manifest)"
     )
+
+
+def _add_corpus_cluster_arguments(p: argparse.ArgumentParser) -> None:
+    """Where it runs: device, scheduler, workers and threads."""
     p.add_argument(
         "--device",
         choices=("auto", "cpu", "cuda"),
@@ -126,6 +137,10 @@ def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="local workers as threads of this process instead of processes",
     )
+
+
+def _add_corpus_output_arguments(p: argparse.ArgumentParser) -> None:
+    """Progress, output shards and manifest, Parquet decoding and call sizes."""
     p.add_argument("--no-dashboard", action="store_true", help="do not start the dashboard")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
