@@ -6,7 +6,7 @@ worker's reader thread runs). Wall time (best of --repeat) and CPU time per GB o
     python bench/bench_parquet.py [--dir DIR]   # DIR: *.parquet with a "text" column; made
                                                # from the bench corpus (4 files) when absent
 
-``gputok.GpuTuning.profile`` prints the GPU kernels' times per call. Results: bench/results/2026-11-25-benchmarks-history.md,
+``GpuPageDecoder(profile=True)`` prints the GPU kernels' times per call. Results: bench/results/2026-11-25-benchmarks-history.md,
 "Parquet pages on the GPU" (run there as .carry/devbench.py, the same code).
 """
 
@@ -44,13 +44,14 @@ def main() -> int:
     ap.add_argument(
         "--decoders",
         default="gpu,cpu,arrow",
-        help="comma list of gpu (the page reader on the GPU), cpu (on the CPU), arrow",
+        help="comma list of gpu (the page reader on the GPU, gputok's snappy kernels), nvcomp "
+        "(the same with NVIDIA nvCOMP's batched snappy), cpu (on the CPU), arrow",
     )
     args = ap.parse_args()
     import pyarrow.parquet as pq
 
     import gputok
-    from gputok import _core
+    from gputok import _corpus_native
     from gputok import corpus as C
 
     if not os.path.isdir(args.dir):
@@ -61,18 +62,20 @@ def main() -> int:
         md = pq.ParquetFile(p).metadata
         text += sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
     wanted = args.decoders.split(",")
-    unknown = set(wanted) - {"gpu", "cpu", "arrow"}
+    unknown = set(wanted) - {"gpu", "nvcomp", "cpu", "arrow"}
     if unknown:
         ap.error(f"unknown decoders: {sorted(unknown)}")
-    decoders = [("cpu pages", _core.parquet_decode)] * ("cpu" in wanted)
+    decoders = [("cpu pages", _corpus_native.parquet_decode)] * ("cpu" in wanted)
     decoders += [("arrow", None)] * ("arrow" in wanted)
-    if "gpu" in wanted:
-        ok, why = gputok.cuda_available()
+    ok, why = gputok.cuda_available()
+    for name, engine in (("nvcomp", "nvcomp"), ("gpu", "kernels")):
+        if name not in wanted:
+            continue
         if ok:
-            tok = gputok.gpt2(device="cuda", blocking_sync=True)
-            decoders.insert(0, ("gpu pages", tok._core.parquet_decode))
+            gpu = C.parquet.gpu_page_decoder(0, engine)
+            decoders.insert(0, (f"gpu pages ({engine})", gpu.parquet_decode))
         else:
-            print(f"gpu pages: skipped ({why})", flush=True)
+            print(f"{name} pages: skipped ({why})", flush=True)
     for name, dec in decoders:
         best, cpu = float("inf"), float("inf")
         for _ in range(args.repeat):

@@ -211,7 +211,7 @@ def _alarm(signum, frame):
 
 
 def one(rng: random.Random, i: int) -> None:
-    from gputok import _core
+    from gputok import _corpus_native
 
     data = mutate(rng)
     fd, path = tempfile.mkstemp(prefix="gputok-fuzz-", suffix=".parquet", dir=TMP)
@@ -220,7 +220,7 @@ def one(rng: random.Random, i: int) -> None:
             f.write(data)
         signal.alarm(SECONDS_PER_INPUT)
         try:
-            ours = _read(path, _core.parquet_decode)
+            ours = _read(path, _corpus_native.parquet_decode)
             arrow = _read(path, None)
         finally:
             signal.alarm(0)

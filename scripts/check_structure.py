@@ -52,32 +52,25 @@ TEXT_SUFFIXES = {
 }  # fmt: skip
 TEXT_NAMES = {"Makefile", "Dockerfile", "pa", "run"}
 
-# The tokenizer's native files (types, vocab, UTF-8, pretokenize, merge, decode, the encoder,
-# the facade, its GPU object and kernels) and the corpus code they may not include.
+# The tokenizer's native files (every file of backend_src/csrc outside corpus/: types, vocab,
+# UTF-8, pretokenize, merge, decode, the encoder, the facade, its GPU object and kernels) and
+# its bindings, and the corpus code they may not include (csrc/corpus/, the _corpus_native
+# module's).
 TOKENIZER_FILES = re.compile(
-    r"backend_src/csrc/(?:(?:types|vocab|pretokenize|merge|decode|encoder|tokenizer|gpu_encoder"
-    r"|piece_cache|thread_pool|ascii_classify|unicode_tables)[^/]*"
-    r"|cuda/(?!parquet)[^/]+\.(?:cu|cuh|h))$"
+    r"backend_src/(?:csrc/(?!corpus/)(?:[^/]+|cuda/.+)|bindings/bindings\.cpp)$"
 )
 CORPUS_INCLUDE = re.compile(
-    r'^\s*#\s*include\s*[<"](?:[^">]*/)?(parquet|split|pack|snappy)[^/">]*[">]'
+    r'^\s*#\s*include\s*[<"](?:[^">]*/)?'
+    r'(?:corpus/[^">]*|(?:parquet|split|pack|snappy|gpu_page_decoder|nvcomp)[^/">]*)[">]'
 )
-# Present exceptions on 2026-11-25 (file, included header). Each one is the include cycle or
-# coupling that the tokenizer/corpus split removes; a new one fails.
-INCLUDE_ALLOW: dict[tuple[str, str], str] = {
-    # GpuEncoder::decompress_pages (the corpus tool's Parquet page decoder) is still a member.
-    ("backend_src/csrc/gpu_encoder.h", "parquet.h"): "decompress_pages lives on GpuEncoder",
-    # Encoder::encode_to_uint16_shards packs ids for the corpus writer.
-    ("backend_src/csrc/encoder.cpp", "pack.h"): "uint16 packing called by the CPU encoder",
-    # The GPU encoder's uint16 copy-out uses the same packer.
-    ("backend_src/csrc/cuda/gpu_encoder.cu", "pack.h"): "uint16 packing on the GPU path",
-}
+# Present exceptions (file, included header): none since the corpus tool's native code became
+# its own module. A new one fails.
+INCLUDE_ALLOW: dict[tuple[str, str], str] = {}
 
 # Functions over the limit on 2026-11-25 ("path::name": current lines). Each is to be split;
 # until then it may not grow. Regenerate the numbers with --current.
 FUNCTION_ALLOW: dict[str, int] = {
     "backend_src/bindings/bindings.cpp::PYBIND11_MODULE": 174,
-    "backend_src/csrc/cuda/gpu_encoder.cu::GpuEncoder::decompress_pages": 124,
     "backend_src/csrc/cuda/per_word_device.cuh::pass_single_rank": 81,
     "backend_src/csrc/cuda/tests/test_device_tables.cu::main": 150,  # a test driver
     "bench/bench_corpus.py::main": 338,
@@ -93,8 +86,8 @@ FUNCTION_ALLOW: dict[str, int] = {
 MODULE_ALLOW: dict[str, int] = {
     "backend_src/bindings/bindings.cpp": 775,
     "backend_src/csrc/cuda/gpu_encoder.cu": 917,
-    "backend_src/csrc/cuda/parquet.cu": 667,
-    "backend_src/csrc/parquet.cpp": 822,
+    "backend_src/csrc/corpus/cuda/parquet.cu": 667,
+    "backend_src/csrc/corpus/parquet.cpp": 822,
     "backend_src/csrc/unicode_tables.h": 801,  # generated (make unicode-tables): data, not code
     "backend_src/gputok/serve/triton.py": 773,
     "bench/bench_corpus.py": 935,

@@ -7,9 +7,10 @@
 #       build,unit,test,sanitize,slow,bench,benchquick,ablation
 #       (default: build,unit,test,sanitize,bench)
 #
-# Prebuilt artifacts, if present, save the build: .gpucarry/gpu/_core.cpython-312-*.so and
-# .gpucarry/gpu/test_device_tables (built on the dev machine with nvcc 13.0, -arch=sm_90). A
-# prebuilt module that does not import is rebuilt here with cmake + ninja.
+# Prebuilt artifacts, if present, save the build: .gpucarry/gpu/_core.cpython-312-*.so, the
+# corpus tool's .gpucarry/gpu/_corpus_native.cpython-312-*.so and .gpucarry/gpu/test_device_tables
+# (built on the dev machine with nvcc 13.0, -arch=sm_90). Prebuilt modules that do not import
+# are rebuilt here with cmake + ninja.
 # Python packages missing on the machine (gigatoken, awkward) travel as wheels in .whl/.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -39,14 +40,16 @@ BUILD=/tmp/gputok_build
 UNIT_BIN=.gpucarry/gpu/test_device_tables
 if has build; then
   t0=$(date +%s)
-  for f in .gpucarry/gpu/_core.cpython-*.so; do [ -f "$f" ] && cp "$f" backend_src/gputok/; done
-  if ! $PY -c "import gputok, sys; ok, why = gputok.cuda_available(); sys.exit(0 if ok else 1)" 2>"$OUT/import.err"; then
-    note "prebuilt module unusable ($(tail -1 "$OUT/import.err")); building"
-    rm -f backend_src/gputok/_core.*.so
+  for f in .gpucarry/gpu/_core.cpython-*.so .gpucarry/gpu/_corpus_native.cpython-*.so; do
+    [ -f "$f" ] && cp "$f" backend_src/gputok/
+  done
+  if ! $PY -c "import gputok, sys; from gputok import _corpus_native; ok, why = gputok.cuda_available(); sys.exit(0 if ok else 1)" 2>"$OUT/import.err"; then
+    note "prebuilt modules unusable ($(tail -1 "$OUT/import.err")); building"
+    rm -f backend_src/gputok/_core.*.so backend_src/gputok/_corpus_native.*.so
     cmake -S backend_src -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
       -DPython_EXECUTABLE="$(command -v $PY)" -Dpybind11_DIR="$($PY -m pybind11 --cmakedir)" >"$OUT/cmake.log" 2>&1 \
       && ninja -C $BUILD >"$OUT/build.log" 2>&1 || { note "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1; }
-    cp $BUILD/_core.*.so backend_src/gputok/
+    cp $BUILD/_core.*.so $BUILD/_corpus_native.*.so backend_src/gputok/
     UNIT_BIN=$BUILD/test_device_tables  # built by CMake beside the module
   fi
   $PY -c "import gputok; print('cuda_available', gputok.cuda_available())" | tee -a "$SUMMARY"
@@ -77,7 +80,7 @@ if has sanitize; then
       >"$OUT/sanitizer-$tool.log" 2>&1
     note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1)"
   done
-  # The Parquet snappy kernels (cuda/parquet.cu), through the GPU page reader's tests.
+  # The Parquet snappy kernels (corpus/cuda/parquet.cu), through the GPU page reader's tests.
   for tool in memcheck racecheck; do
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $PY -m pytest -q -p no:cacheprovider \
       tests/corpus/test_parquet_pages.py -k "(gpu and (bench_like or hand_built or malformed or every_tag_kind or offset_zero)) or beside or (ablations and 256)" >"$OUT/sanitizer-parquet-$tool.log" 2>&1

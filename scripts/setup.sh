@@ -70,7 +70,7 @@ build_key() {
 build_stamp=.venv/.build.sha256
 key=$(build_key)
 if [ "${GPUTOK_FORCE_BUILD:-0}" = 1 ] || [ "$(cat "$build_stamp" 2>/dev/null)" != "$key" ] ||
-  ! "$VPY" -c 'import gputok._core, gputok_client' 2>/dev/null; then
+  ! "$VPY" -c 'import gputok._core, gputok._corpus_native, gputok_client' 2>/dev/null; then
   log "building gputok ($(command -v nvcc >/dev/null && echo 'with CUDA' || echo 'CPU only'))"
   rm -f "$build_stamp"
   $VPY -m pip install -q --no-build-isolation --no-deps -e backend_src

@@ -15,12 +15,10 @@
 #include "../csrc/encoder.h"
 #include "../csrc/gpu_encoder.h"
 #include "../csrc/merge.h"
-#include "../csrc/pack.h"
-#include "../csrc/parquet.h"
 #include "../csrc/pretokenize.h"
-#include "../csrc/split.h"
 #include "../csrc/tokenizer.h"
 #include "../csrc/vocab.h"
+#include "py_buffers.h"
 
 namespace py = pybind11;
 using namespace gputok;
@@ -72,26 +70,6 @@ Texts to_texts(const py::sequence& seq) {
   return t;
 }
 
-// A contiguous bytes-like object's memory (PyBUF_SIMPLE: exporters refuse non-contiguous
-// views), released on scope exit.
-struct ByteBuffer {
-  Py_buffer view{};
-  explicit ByteBuffer(const py::object& obj) {
-    if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
-  }
-  ~ByteBuffer() { PyBuffer_Release(&view); }
-  ByteBuffer(const ByteBuffer&) = delete;
-  ByteBuffer& operator=(const ByteBuffer&) = delete;
-};
-
-// Moves a vector into a numpy array without copying: the capsule owns the vector.
-template <typename V, typename T = typename V::value_type>
-py::array_t<T> to_numpy(V&& v) {
-  auto* heap = new V(std::move(v));
-  py::capsule owner(heap, [](void* p) { delete static_cast<V*>(p); });
-  return py::array_t<T>({py::ssize_t(heap->size())}, {py::ssize_t(sizeof(T))}, heap->data(), owner);
-}
-
 std::vector<std::string> to_token_list(const py::sequence& tokens) {
   std::vector<std::string> out;
   out.reserve(tokens.size());
@@ -107,59 +85,6 @@ std::vector<SpecialToken> to_specials(const py::dict& specials) {
     out.push_back({kv.first.cast<std::string>(), int32_t(id)});
   }
   return out;
-}
-
-// Decoded Parquet pages (parquet.h) and a cursor over their rows' spans, a batch at a time.
-struct ParquetPages {
-  std::shared_ptr<ParquetValues> values;
-  std::unique_ptr<ParquetSpanCursor> cursor;
-  py::array_t<uint8_t> pages;  // over values->data, which its capsule keeps alive
-};
-
-// Parquet column chunks lying in `buf` at (offset, size, rows) each -> ParquetPages; GIL
-// released.
-ParquetPages parquet_decode_py(const py::object& buf, const std::vector<ParquetChunkRef>& chunks,
-                               const std::string& codec, int max_def, int64_t max_bytes,
-                               GpuEncoder* gpu) {
-  ParquetCodec c;
-  if (codec == "UNCOMPRESSED" || codec == "NONE")
-    c = ParquetCodec::kUncompressed;
-  else if (codec == "SNAPPY")
-    c = ParquetCodec::kSnappy;
-  else
-    throw ParquetUnsupported("compression " + codec);
-  auto v = std::make_shared<ParquetValues>();
-  {
-    const ByteBuffer b(buf);
-    py::gil_scoped_release release;
-    *v = parquet_decode(static_cast<const uint8_t*>(b.view.buf), size_t(b.view.len), chunks, c,
-                        max_def, max_bytes, gpu);
-  }
-  ParquetPages out;
-  auto* keep = new std::shared_ptr<ParquetValues>(v);
-  py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<ParquetValues>*>(p); });
-  out.pages = py::array_t<uint8_t>({py::ssize_t(v->size)}, {py::ssize_t(1)}, v->data.get(), owner);
-  out.cursor = std::make_unique<ParquetSpanCursor>(*v);
-  out.values = std::move(v);
-  return out;
-}
-
-// `chunks`: a list of (offset, size, rows), or None for one chunk: all of buf with `rows` rows.
-std::vector<ParquetChunkRef> to_chunk_refs(const py::object& buf, const py::object& chunks,
-                                           int64_t rows) {
-  std::vector<ParquetChunkRef> refs;
-  if (chunks.is_none()) {
-    if (rows < 0) throw py::value_error("rows must be >= 0");
-    const ByteBuffer b(buf);
-    refs.push_back({0, int64_t(b.view.len), rows});
-    return refs;
-  }
-  for (const auto& item : chunks.cast<py::sequence>()) {
-    const auto t = item.cast<std::tuple<int64_t, int64_t, int64_t>>();
-    if (std::get<2>(t) < 0) throw py::value_error("rows must be >= 0");
-    refs.push_back({std::get<0>(t), std::get<1>(t), std::get<2>(t)});
-  }
-  return refs;
 }
 
 // Python's "offsets" array -> the facade's Bounds (the array's layout and dtype; the facade
@@ -366,13 +291,6 @@ class Core {
     return d;
   }
 
-  // Parquet pages decompressed on this tokenizer's GPU when it has one (parquet.h).
-  ParquetPages parquet_decode(const py::object& chunk, const std::string& codec, int64_t rows,
-                              int max_def, const py::object& chunks, int64_t max_bytes) {
-    return parquet_decode_py(chunk, to_chunk_refs(chunk, chunks, rows), codec, max_def, max_bytes,
-                             tok_->gpu());
-  }
-
   const Tokenizer& tok() const { return *tok_; }
   Tokenizer& tok() { return *tok_; }
 
@@ -516,9 +434,7 @@ void bind_gpu_tuning(py::module_& m) {
       .def_readwrite("encode_slots", &GpuTuning::encode_slots)
       .def_readwrite("chunk_bytes", &GpuTuning::chunk_bytes)
       .def_readwrite("lanes", &GpuTuning::lanes)
-      .def_readwrite("huge_pages", &GpuTuning::huge_pages)
-      .def_readwrite("snappy_segment_bytes", &GpuTuning::snappy_segment_bytes)
-      .def_readwrite("snappy_decode", &GpuTuning::snappy_decode);
+      .def_readwrite("huge_pages", &GpuTuning::huge_pages);
   m.def(
       "encode_chunked_cpu",
       [](std::shared_ptr<const Vocab> vocab, const py::sequence& texts, size_t chunk_bytes,
@@ -572,9 +488,6 @@ void bind_core(py::module_& m) {
       .def("encode_lists", &Core::encode_lists, py::arg("texts"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"))
       .def("decode_bytes", &Core::decode_bytes)
-      .def("parquet_decode", &Core::parquet_decode, py::arg("chunk"), py::arg("codec"),
-           py::arg("rows"), py::arg("max_def"), py::arg("chunks") = py::none(),
-           py::arg("max_bytes") = -1)
       .def("gpu_counters", &Core::gpu_counters)
       .def("set_piece_cache_bytes", &Core::set_piece_cache_bytes, py::arg("bytes"))
       .def("piece_cache_stats", &Core::piece_cache_stats)
@@ -609,66 +522,6 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<Utf8Error>(m, "Utf8Error", PyExc_ValueError);
   py::register_exception<DisallowedSpecialError>(m, "DisallowedSpecialError", PyExc_ValueError);
   py::register_exception<IdRangeError>(m, "IdRangeError", PyExc_OverflowError);
-  py::register_exception<ParquetUnsupported>(m, "ParquetUnsupported", PyExc_NotImplementedError);
-  py::register_exception<ParquetCorrupt>(m, "ParquetCorrupt", PyExc_ValueError);
-  // A null value: args (message, row within the chunk).
-  static py::exception<ParquetNull> parquet_null(m, "ParquetNull", PyExc_ValueError);
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const ParquetNull& e) {
-      PyErr_SetObject(parquet_null.ptr(), py::make_tuple(e.what(), e.row).ptr());
-    }
-  });
-  m.def(
-      "parquet_decode",
-      [](const py::object& chunk, const std::string& codec, int64_t rows, int max_def,
-         const py::object& chunks, int64_t max_bytes) {
-        return parquet_decode_py(chunk, to_chunk_refs(chunk, chunks, rows), codec, max_def,
-                                 max_bytes, nullptr);
-      },
-      py::arg("chunk"), py::arg("codec"), py::arg("rows"), py::arg("max_def"),
-      py::arg("chunks") = py::none(), py::arg("max_bytes") = -1);
-  py::class_<ParquetPages>(m, "ParquetPages")
-      .def_readonly("pages", &ParquetPages::pages)
-      .def_property_readonly("rows", [](const ParquetPages& p) { return p.values->rows; })
-      .def_property_readonly("row", [](const ParquetPages& p) { return p.cursor->row(); })
-      .def(
-          "spans",
-          [](ParquetPages& p, int64_t max_rows, int64_t max_bytes) {
-            std::vector<int64_t> spans;
-            {
-              py::gil_scoped_release release;
-              p.cursor->next(max_rows, max_bytes, spans);
-            }
-            py::array_t<int64_t> a = to_numpy(std::move(spans));
-            return a.reshape({py::ssize_t(a.size() / 2), py::ssize_t(2)});
-          },
-          py::arg("max_rows"), py::arg("max_bytes") = 0);
-  m.def(
-      "parquet_footer",
-      [](const py::bytes& footer, int leaf) {
-        const std::string f = footer;
-        const ParquetFooter r =
-            parquet_footer(reinterpret_cast<const uint8_t*>(f.data()), f.size(), leaf);
-        py::list chunks;
-        for (const ParquetColumnChunkMeta& c : r.chunks) {
-          py::dict d;
-          d["rg_rows"] = c.rg_rows;
-          d["rg_bytes"] = c.rg_bytes;
-          d["codec"] = c.codec;
-          d["type"] = c.type;
-          d["num_values"] = c.num_values;
-          d["compressed"] = c.compressed;
-          d["data_page_offset"] = c.data_page_offset;
-          d["dictionary_page_offset"] = c.dictionary_page_offset;
-          d["path"] = c.path;
-          chunks.append(d);
-        }
-        return py::make_tuple(r.num_rows, chunks);
-      },
-      py::arg("footer"), py::arg("leaf"));
-
   m.def("cuda_available", [] {
     std::string why;
     const bool ok = cuda_available(&why);
@@ -685,39 +538,6 @@ PYBIND11_MODULE(_core, m) {
     std::string s = b;
     return py::bytes(utf8_replace_invalid(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
   });
-  m.def(
-      "pack_uint16",
-      [](const py::array_t<int32_t, py::array::c_style>& ids,
-         const py::array_t<int64_t, py::array::c_style>& offsets, int32_t sep) {
-        if (offsets.ndim() != 1 || offsets.shape(0) < 1)
-          throw py::value_error("offsets must have shape (n + 1,)");
-        const size_t n_docs = size_t(offsets.shape(0) - 1);
-        const int64_t* off = offsets.data();
-        py::array_t<uint16_t> out(pack_uint16_size(off, n_docs, size_t(ids.size()), sep));
-        py::array_t<int64_t> ends(n_docs);
-        int64_t bad;
-        {
-          py::gil_scoped_release release;
-          bad = pack_uint16(ids.data(), off, n_docs, sep, out.mutable_data(), ends.mutable_data());
-        }
-        return py::make_tuple(out, ends, bad);
-      },
-      py::arg("ids"), py::arg("offsets"), py::arg("sep"));
-  // Bytes-like in (no copy), int64 offsets out; the GIL is released while scanning.
-  m.def(
-      "find_separators",
-      [](const py::object& data, const py::bytes& sep) {
-        const ByteBuffer buf(data);
-        const std::string s = sep;
-        std::vector<int64_t> at;
-        {
-          py::gil_scoped_release release;
-          at = find_separators(static_cast<const uint8_t*>(buf.view.buf), size_t(buf.view.len),
-                               reinterpret_cast<const uint8_t*>(s.data()), s.size());
-        }
-        return to_numpy(std::move(at));
-      },
-      py::arg("data"), py::arg("sep"));
   // Bytes-like in, offset out; no copy of the buffer (the GIL is released while scanning).
   m.def("utf8_first_invalid", [](const py::object& data) {
     const ByteBuffer buf(data);

@@ -11,7 +11,7 @@
 #endif
 
 #include "encoder.h"
-#include "pack.h"
+#include "narrow.h"
 #include "types.h"
 
 namespace gputok {

@@ -14,7 +14,7 @@
 #include <exception>
 
 #include "merge.h"
-#include "pack.h"
+#include "narrow.h"
 #include "piece_cache.h"
 #include "pretokenize.h"
 

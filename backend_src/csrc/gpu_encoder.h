@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "parquet.h"
+#include "gpu_errors.h"
 #include "vocab.h"
 
 namespace gputok {
@@ -65,19 +65,6 @@ enum class Algorithm {
   kBlockBpeOptimized,  // the paper's optimized kernel: thread-coarsened compaction
 };
 
-// Thrown when the device cannot hold a request (pool cap or real exhaustion). The encoder
-// stays usable afterwards. Bindings map it to gputok.DeviceMemoryError (a MemoryError).
-class DeviceMemoryError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Thrown for CUDA being unavailable or any other CUDA failure (RuntimeError in Python).
-class CudaError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 // True when this build has CUDA and at least one device is visible; otherwise false and,
 // when `why` is given, the reason ("built without CUDA", "no CUDA device: ...").
 bool cuda_available(std::string* why = nullptr);
@@ -91,8 +78,8 @@ struct GpuCounters {
 
 struct GpuOptions {
   int device_id = 0;
-  // 0 = no cap beyond the device's memory; else the cap of each pool: each of encode()'s slots
-  // and each of decompress_pages' slots (up to 4 calls of each at once)
+  // 0 = no cap beyond the device's memory; else the cap of each of encode()'s slots' pools
+  // (up to 4 calls at once)
   size_t pool_limit_bytes = 0;
   bool gpu_pretokenize = true;  // false: pieces found on the CPU, merges on the GPU
   // true: a call waits for the device on a blocking-sync event (the thread sleeps) instead of
@@ -139,11 +126,6 @@ struct GpuTuning {
   // write (chunk_pipeline.h): fewer page faults while ids are copied out. Same run, 16 MiB
   // chunks: 5.1 / 4.6 / 5.8 GB/s with, 4.2 / 3.5 / 4.1 without.
   bool huge_pages = true;
-  // The Parquet decoder's snappy kernels (cuda/parquet.cu): bytes per walk segment (a power of
-  // two, 256 B-64 KiB; 0: the default) and the decode variant ("windowed", "global",
-  // "tagwise"; empty or unknown: windowed).
-  uint32_t snappy_segment_bytes = 0;
-  std::string snappy_decode;
 };
 
 class GpuEncoder {
@@ -162,13 +144,6 @@ class GpuEncoder {
   // A fifth call waits for a slot. One caller at a time only ever uses the first slot.
   float encode(const std::vector<std::string_view>& segments, Algorithm algorithm, GpuOutput& out,
                std::vector<int64_t>& ends);
-
-  // Parquet pages (parquet.h): runs `copies` of chunk[0, size) into out[0, out_size), the
-  // snappy ones on the device (one warp per 64 KiB fragment, cuda/parquet.cu), the plain ones
-  // on the host. Throws ParquetCorrupt for a malformed stream. Thread-safe, and concurrent:
-  // up to 4 calls run at once, each on a stream and buffers of its own, beside encode().
-  void decompress_pages(const uint8_t* chunk, size_t size, const std::vector<PageCopy>& copies,
-                        uint8_t* out, size_t out_size);
 
   void set_gpu_pretokenize(bool on);
   void set_pool_limit(size_t bytes);

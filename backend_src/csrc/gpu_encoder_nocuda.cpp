@@ -19,10 +19,6 @@ float GpuEncoder::encode(const std::vector<std::string_view>&, Algorithm, GpuOut
                          std::vector<int64_t>&) {
   throw CudaError("gputok was built without CUDA");
 }
-void GpuEncoder::decompress_pages(const uint8_t*, size_t, const std::vector<PageCopy>&, uint8_t*,
-                                  size_t) {
-  throw CudaError("gputok was built without CUDA");
-}
 void GpuEncoder::set_gpu_pretokenize(bool) {}
 void GpuEncoder::set_pool_limit(size_t) {}
 GpuCounters GpuEncoder::counters() const { return {}; }

@@ -84,6 +84,7 @@ class Tokenizer(EncodingAPI):
             tuning=gpu_tuning if gpu_tuning is not None else _core.GpuTuning(),
         )
         self.device = self._core.device
+        self.device_id = int(device_id)  # the GPU it runs on when device is "cuda"
         if piece_cache_bytes is not None:
             self.set_piece_cache_bytes(piece_cache_bytes)
         self._default_policy = self._policy(frozenset(), "all")

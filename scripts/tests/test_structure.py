@@ -69,8 +69,9 @@ def test_includes(tree, monkeypatch):
     monkeypatch.setattr(cs, "INCLUDE_ALLOW", {})
     files = tree("backend_src/csrc/vocab.cpp", '#include "vocab.h"\n#include "split.h"\n')
     tree("backend_src/csrc/cuda/merge_x.cu", "#include <snappy/snappy.h>\n")
-    tree("backend_src/csrc/cuda/parquet.cu", '#include "parquet.h"\n')  # corpus code itself
-    tree("backend_src/csrc/parquet.cpp", '#include "pack.h"\n')
+    tree("backend_src/csrc/corpus/cuda/parquet.cu", '#include "parquet.h"\n')  # corpus code itself
+    tree("backend_src/csrc/corpus/parquet.cpp", '#include "pack.h"\n')
+    tree("backend_src/bindings/corpus_bindings.cpp", '#include "../csrc/corpus/pack.h"\n')
     errors = cs.check_includes(files)
     assert sorted(e.split(":")[0] for e in errors) == [
         "backend_src/csrc/cuda/merge_x.cu",

@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("pyarrow")
 import parquet_craft as pc  # noqa: E402
 
-from gputok import _core  # noqa: E402
+from gputok import _corpus_native  # noqa: E402
 from gputok import corpus as C  # noqa: E402
 
 HERE = Path(__file__).parent
@@ -27,11 +27,11 @@ BATCH = 32 << 20  # the default batch_bytes: memory must stay under 2x it
 _READ = textwrap.dedent(
     """
     import json, resource, sys, time
-    from gputok import _core
+    from gputok import _corpus_native
     from gputok import corpus as C
     path, decoder, batch, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     expansion = float(sys.argv[5])
-    dec = None if decoder == "arrow" else _core.parquet_decode
+    dec = None if decoder == "arrow" else _corpus_native.parquet_decode
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t, rows, batches, widest, out = time.perf_counter(), 0, 0, 0, {}
     try:
@@ -123,13 +123,15 @@ def test_small_rle_run_reads_as_arrow_does(tmp_path):
     p.write_bytes(pc.rle_bomb(5000, value="héllo".encode()))
     want = [v.encode() for v in pq.read_table(p).column("text").to_pylist()]
     assert len(want) == 5000
-    for dec in (None, _core.parquet_decode):
+    for dec in (None, _corpus_native.parquet_decode):
         got = []
         for b in C.read_parquet(str(p), "text", 4096, min_batch_bytes=1, decoder=dec):
             got += b.doc_list()
         assert got == want
     # the page reader's batches hold at most target / 16 rows
-    sizes = [len(b) for b in C.read_parquet(str(p), "text", 4096, decoder=_core.parquet_decode)]
+    sizes = [
+        len(b) for b in C.read_parquet(str(p), "text", 4096, decoder=_corpus_native.parquet_decode)
+    ]
     assert sum(sizes) == 5000 and max(sizes) <= 4096 // 16
 
 
@@ -166,7 +168,7 @@ def test_run_reports_the_bad_shards_and_writes_the_good(tmp_path):
 _NATIVE = textwrap.dedent(
     """
     import numpy as np
-    from gputok import _core
+    from gputok import _corpus_native
     try:
         {call}
         print("returned")
@@ -180,14 +182,14 @@ _NATIVE = textwrap.dedent(
     "call",
     [
         # signed overflow in offset + size, then a read far outside the buffer: SIGSEGV before
-        '_core.parquet_decode(b"\\0" * 16, "UNCOMPRESSED", 1, 0, [(2**62, 2**63 - 1, 1)])',
-        '_core.parquet_decode(b"\\0" * 16, "UNCOMPRESSED", 1, 0, [(8, 2**63 - 1, 1)])',
-        '_core.parquet_decode(b"\\0" * 16, "UNCOMPRESSED", 1, 0, [(-1, 4, 1)])',
+        '_corpus_native.parquet_decode(b"\\0" * 16, "UNCOMPRESSED", 1, 0, [(2**62, 2**63 - 1, 1)])',
+        '_corpus_native.parquet_decode(b"\\0" * 16, "UNCOMPRESSED", 1, 0, [(8, 2**63 - 1, 1)])',
+        '_corpus_native.parquet_decode(b"\\0" * 16, "UNCOMPRESSED", 1, 0, [(-1, 4, 1)])',
         # offsets[-1] - offsets[0] overflows int64: SIGSEGV before
-        "_core.pack_uint16(np.arange(4, dtype=np.int32), np.array([-2**63, 2**63 - 1]), 0)",
-        "_core.pack_uint16(np.arange(4, dtype=np.int32), np.array([2**63 - 9, 2**63 - 1]), 0)",
-        '_core.parquet_footer(b"\\x19\\xfc" + b"\\x00" * 10, 0)',
-        '_core.parquet_footer(b"", 0)',
+        "_corpus_native.pack_uint16(np.arange(4, dtype=np.int32), np.array([-2**63, 2**63 - 1]), 0)",
+        "_corpus_native.pack_uint16(np.arange(4, dtype=np.int32), np.array([2**63 - 9, 2**63 - 1]), 0)",
+        '_corpus_native.parquet_footer(b"\\x19\\xfc" + b"\\x00" * 10, 0)',
+        '_corpus_native.parquet_footer(b"", 0)',
     ],
 )
 def test_native_entry_points_refuse_out_of_range_arguments(call):
@@ -196,11 +198,11 @@ def test_native_entry_points_refuse_out_of_range_arguments(call):
     )
     assert r.returncode == 0, f"crashed (rc {r.returncode}): {r.stderr[-1000:]}"
     assert r.stdout.startswith(("ValueError", "ParquetCorrupt", "NotImplementedError")) or (
-        call.startswith("_core.parquet_footer") and r.stdout.startswith("returned")
+        call.startswith("_corpus_native.parquet_footer") and r.stdout.startswith("returned")
     ), r.stdout
 
 
-def test_pack_uint16_checks_offsets_in_the_core():
+def test_pack_uint16_checks_offsets_natively():
     ids = np.arange(4, dtype=np.int32)
     for offs, match in (
         ([-(2**63), 2**63 - 1], "int64"),
@@ -208,8 +210,8 @@ def test_pack_uint16_checks_offsets_in_the_core():
         ([3, 1], "non-decreasing"),
     ):
         with pytest.raises(ValueError, match=match):
-            _core.pack_uint16(ids, np.array(offs, dtype=np.int64), 0)
-    out, ends, bad = _core.pack_uint16(ids, np.array([1, 3], dtype=np.int64), 9)
+            _corpus_native.pack_uint16(ids, np.array(offs, dtype=np.int64), 0)
+    out, ends, bad = _corpus_native.pack_uint16(ids, np.array([1, 3], dtype=np.int64), 9)
     assert out.tolist() == [0, 1, 9] and ends.tolist() == [3] and bad == -1  # ids from offsets[0]
 
 
@@ -221,10 +223,10 @@ def test_parquet_decode_budget_refuses_before_allocating():
     meta = pc.column_meta(md)
     start, size = meta[11][1], meta[7][1]
     chunk = data[start : start + size]
-    got = _core.parquet_decode(chunk, "UNCOMPRESSED", 10, 0)
+    got = _corpus_native.parquet_decode(chunk, "UNCOMPRESSED", 10, 0)
     assert got.rows == 10 and len(got.spans(100)) == 10
-    with pytest.raises(_core.ParquetUnsupported, match="budget"):
-        _core.parquet_decode(chunk, "UNCOMPRESSED", 10, 0, max_bytes=4)
+    with pytest.raises(_corpus_native.ParquetUnsupported, match="budget"):
+        _corpus_native.parquet_decode(chunk, "UNCOMPRESSED", 10, 0, max_bytes=4)
 
 
 def test_read_parquet_wraps_pyarrows_errors(tmp_path):

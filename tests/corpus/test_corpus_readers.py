@@ -434,15 +434,15 @@ def test_pack_names_the_first_id_outside_uint16(dtype):
 
 
 def test_native_pack_refuses_bad_arguments():
-    from gputok import _core
+    from gputok import _corpus_native
 
     ids = np.arange(4, dtype=np.int32)
     with pytest.raises(ValueError, match="non-decreasing"):
-        _core.pack_uint16(ids, np.array([0, 3, 2], dtype=np.int64), EOT)
+        _corpus_native.pack_uint16(ids, np.array([0, 3, 2], dtype=np.int64), EOT)
     with pytest.raises(ValueError, match="past the end"):
-        _core.pack_uint16(ids, np.array([0, 5], dtype=np.int64), EOT)
+        _corpus_native.pack_uint16(ids, np.array([0, 5], dtype=np.int64), EOT)
     with pytest.raises(ValueError, match="65536"):
-        _core.pack_uint16(ids, np.array([0, 4], dtype=np.int64), 70000)
+        _corpus_native.pack_uint16(ids, np.array([0, 4], dtype=np.int64), 70000)
 
 
 @pytest.mark.parametrize("env, kicks", [(None, True), ("0", False)])

@@ -1,4 +1,4 @@
-"""gputok's Parquet page reader (csrc/parquet.cpp, cuda/parquet.cu; corpus.read_parquet's
+"""gputok's Parquet page reader (csrc/corpus/parquet.cpp, corpus/cuda/parquet.cu; read_parquet's
 ``decoder``): the documents must be exactly Arrow's, for every layout pyarrow writes (pages v1
 and v2, dictionary and PLAIN, nullable and required, many small pages), on the CPU and, where
 there is one, on the GPU. Chunks it cannot read go to Arrow; malformed ones raise, never crash.
@@ -15,24 +15,28 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputok import _core
+import gputok
+from gputok import _corpus_native as native
 from gputok import corpus as C
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-_ok, _why = _core.cuda_available()
+_ok, _why = gputok.cuda_available()
 
 
 def _decoders():
-    out = [pytest.param(_core.parquet_decode, id="cpu")]
-    if _ok:
-        import gputok
-
-        tok = gputok.gpt2(device="cuda")
-        out.append(pytest.param(tok._core.parquet_decode, id="gpu"))
-    else:
-        out.append(pytest.param(None, id="gpu", marks=pytest.mark.skip(reason=_why)))
+    """CPU, GPU (gputok's kernels), GPU (nvCOMP's snappy, where it loads): held to one result."""
+    out = [pytest.param(native.parquet_decode, id="cpu")]
+    if not _ok:
+        skip = pytest.mark.skip(reason=_why)
+        return out + [pytest.param(None, id=k, marks=skip) for k in ("gpu", "nvcomp")]
+    out.append(pytest.param(native.GpuPageDecoder().parquet_decode, id="gpu"))
+    try:
+        nv = native.GpuPageDecoder(nvcomp_library=C.parquet.nvcomp_library())
+        out.append(pytest.param(nv.parquet_decode, id="nvcomp"))
+    except RuntimeError as e:  # gputok.CudaError: nvCOMP is not installed here
+        out.append(pytest.param(None, id="nvcomp", marks=pytest.mark.skip(reason=str(e))))
     return out
 
 
@@ -131,7 +135,7 @@ def test_other_string_types(tmp_path, typ):
     values = ["", "a", "ß" * 50] * 30
     p = tmp_path / "a.parquet"
     pq.write_table(pa.table({"text": pa.array(values, typ)}), p, row_group_size=40)
-    assert _read(p, _core.parquet_decode) == [v.encode() for v in values]
+    assert _read(p, native.parquet_decode) == [v.encode() for v in values]
 
 
 @pytest.mark.parametrize(
@@ -149,7 +153,7 @@ def test_what_it_cannot_read_goes_to_arrow(tmp_path, kw):
     p = tmp_path / "a.parquet"
     pq.write_table(pa.table({"text": values}), p, row_group_size=64, **kw)
     batches = list(
-        C.read_parquet(str(p), "text", 4096, min_batch_bytes=1, decoder=_core.parquet_decode)
+        C.read_parquet(str(p), "text", 4096, min_batch_bytes=1, decoder=native.parquet_decode)
     )
     assert all(b.arrow is not None for b in batches)  # Arrow read every row group
     assert [d for b in batches for d in b.doc_list()] == [v.encode() for v in values]
@@ -157,8 +161,8 @@ def test_what_it_cannot_read_goes_to_arrow(tmp_path, kw):
     chunk = p.read_bytes()[
         md.data_page_offset if not md.has_dictionary_page else md.dictionary_page_offset :
     ]
-    with pytest.raises(_core.ParquetUnsupported):
-        _core.parquet_decode(chunk[: md.total_compressed_size], md.compression, md.num_values, 1)
+    with pytest.raises(native.ParquetUnsupported):
+        native.parquet_decode(chunk[: md.total_compressed_size], md.compression, md.num_values, 1)
 
 
 @pytest.mark.parametrize("decoder", DECODERS)
@@ -178,7 +182,7 @@ def test_flat_column_after_a_struct_column(tmp_path):
     t = pa.table({"meta": pa.array([{"a": 1}] * 3), "text": ["x", "y", "z"]})
     pq.write_table(t, p)
     batches = list(
-        C.read_parquet(str(p), "text", 100, min_batch_bytes=1, decoder=_core.parquet_decode)
+        C.read_parquet(str(p), "text", 100, min_batch_bytes=1, decoder=native.parquet_decode)
     )
     assert [d for b in batches for d in b.doc_list()] == [b"x", b"y", b"z"]
     assert all(b.arrow is None for b in batches)  # read by the page reader, not Arrow
@@ -192,9 +196,9 @@ def test_row_groups_one_call_or_many(tmp_path, monkeypatch, group_bytes):
     p = tmp_path / "a.parquet"
     pq.write_table(pa.table({"text": values}), p, row_group_size=70)
     batches = list(
-        C.read_parquet(str(p), "text", 3000, min_batch_bytes=1, decoder=_core.parquet_decode)
+        C.read_parquet(str(p), "text", 3000, min_batch_bytes=1, decoder=native.parquet_decode)
     )
-    assert _read(p, _core.parquet_decode) == [v.encode() for v in values]
+    assert _read(p, native.parquet_decode) == [v.encode() for v in values]
     assert [b.locate(i) for b in batches for i in range(len(b))] == [
         f"{p}: row {r}" for r in range(len(values))
     ]
@@ -212,11 +216,11 @@ def test_malformed_chunks_raise(tmp_path, decoder):
     pq.write_table(pa.table({"text": _values(300, seed=1)}), p, row_group_size=300)
     chunk, md = _chunk_of(p)
     for cut in (0, 1, 5, len(chunk) // 3, len(chunk) - 1):
-        with pytest.raises(_core.ParquetCorrupt):
+        with pytest.raises(native.ParquetCorrupt):
             decoder(chunk[:cut], md.compression, md.num_values, 1)
-    with pytest.raises(_core.ParquetCorrupt):  # more rows than the pages hold
+    with pytest.raises(native.ParquetCorrupt):  # more rows than the pages hold
         decoder(chunk, md.compression, md.num_values + 1, 1)
-    with pytest.raises(_core.ParquetUnsupported):
+    with pytest.raises(native.ParquetUnsupported):
         decoder(chunk, "LZ4", md.num_values, 1)
 
 
@@ -241,7 +245,7 @@ def test_property_flipped_bytes_never_crash(tmp_path_factory, decoder, data):
         buf[i] = data.draw(st.integers(0, 255))
     try:
         pages, spans = _all(decoder, bytes(buf), md.compression, md.num_values, 1)
-    except (_core.ParquetCorrupt, _core.ParquetUnsupported, _core.ParquetNull):
+    except (native.ParquetCorrupt, native.ParquetUnsupported, native.ParquetNull):
         return
     assert spans.shape == (md.num_values, 2)
     assert (spans[:, 0] <= spans[:, 1]).all() and (spans >= 0).all()
@@ -378,7 +382,7 @@ def test_hand_built_chunk_with_a_sequential_snappy_stream(decoder):
     got = [bytes(pages[a:b]) for a, b in spans.tolist()]
     assert got == [dict_docs[i] for i in idx] + big
     # the metadata's row count must be what the pages hold
-    with pytest.raises(_core.ParquetCorrupt):
+    with pytest.raises(native.ParquetCorrupt):
         decoder(chunk, "SNAPPY", rows + 5, 1)
 
 
@@ -394,7 +398,7 @@ def test_spans_point_into_one_buffer():
     md = pq.ParquetFile(io.BytesIO(path_bytes)).metadata.row_group(0).column(0)
     start = md.dictionary_page_offset
     pages, spans = _all(
-        _core.parquet_decode,
+        native.parquet_decode,
         path_bytes[start : start + md.total_compressed_size],
         md.compression,
         md.num_values,
@@ -403,31 +407,6 @@ def test_spans_point_into_one_buffer():
     assert pages.dtype == np.uint8 and spans.dtype == np.int64 and spans.shape == (30, 2)
     # dictionary-encoded: the repeated value's rows share one span
     assert tuple(spans[0]) == tuple(spans[2])
-
-
-def test_decoder_modes():
-    """The run's parquet_decoder setting -> read_parquet's decoder: Arrow, the page reader on
-    the CPU (the default, also for GPU tokenizers), or on the tokenizer's GPU."""
-
-    class GpuCore:
-        on_gpu = True
-
-        def parquet_decode(self, *a):  # pragma: no cover - identity only
-            return a
-
-    class Tok:
-        _core = GpuCore()
-
-    tok = Tok()
-    assert C._parquet_decoder("arrow", tok) is None
-    assert C._parquet_decoder("gputok", tok) is _core.parquet_decode
-    assert C._parquet_decoder("gputok-gpu", tok) == tok._core.parquet_decode
-    assert C._parquet_decoder("gputok-gpu", object()) is _core.parquet_decode
-    assert C._parquet_decoder("auto", tok) == tok._core.parquet_decode
-    assert C._parquet_decoder("auto", object()) is _core.parquet_decode
-    assert C.shard_spec({}, "a", "", "n", "o").parquet_decoder == "auto"
-    with pytest.raises(ValueError, match="parquet_decoder must be one of"):
-        C.tokenize_corpus([], "out", parquet_decoder="fast")
 
 
 # ------------------------------------------- snappy streams with every kind of tag
@@ -535,21 +514,20 @@ def test_regression_snappy_copy_with_offset_zero_is_corrupt(decoder):
     ):
         # 8 more bytes: read as a literal, the copy would have yielded 16 bytes, no error
         bad = _varint(16) + bytes([7 << 2]) + raw[:8] + tag + b"abcdabcd"
-        with pytest.raises(_core.ParquetCorrupt):
+        with pytest.raises(native.ParquetCorrupt):
             _one_value(decoder, _one_value_page(raw, bad))
 
 
 @pytest.mark.skipif(not _ok, reason=_why)
 def test_gpu_decodes_run_beside_each_other_and_the_tokenizer(ref):
-    """The GPU decoder's calls each take one of its stream slots, not the tokenizer's lock:
-    threads decoding different chunks while others tokenize get every byte and id right, the
-    slots' buffers are reused (not allocated per call), and a pool limit below a decode fails
-    it cleanly."""
+    """The GPU decoder's calls each take one of its stream slots: threads decoding different
+    chunks while others tokenize on the same GPU get every byte and id right, the slots'
+    buffers are reused (not allocated per call), and a pool limit below a decode fails it
+    cleanly."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import gputok
-
     tok = gputok.gpt2(device="cuda")
+    gpu = native.GpuPageDecoder()
     streams = [_snappy_tags(n, random.Random(seed)) for seed, n in enumerate([70_000, 300_000] * 6)]
     chunks = [(_one_value_page(raw, body), raw[4:]) for raw, body in streams]
     texts = [" ".join(_values(40, seed=s)) for s in range(8)]
@@ -558,7 +536,7 @@ def test_gpu_decodes_run_beside_each_other_and_the_tokenizer(ref):
 
     def decode(k):
         chunk, want = chunks[k % len(chunks)]
-        return _one_value(tok._core.parquet_decode, chunk) == want
+        return _one_value(gpu.parquet_decode, chunk) == want
 
     def encode(k):
         return tok.encode_batch(texts, disallowed_special=()) == want_ids
@@ -566,15 +544,15 @@ def test_gpu_decodes_run_beside_each_other_and_the_tokenizer(ref):
     with ThreadPoolExecutor(10) as ex:
         futs = [ex.submit(decode, k) for k in range(96)] + [ex.submit(encode, k) for k in range(8)]
         assert all(f.result() for f in futs)
-        warm = tok.gpu_counters()
+        warm = gpu.counters()
         assert all(ex.map(decode, range(48)))
-    after = tok.gpu_counters()  # buffers only grow: at most once more per slot (4), not per call
+    after = gpu.counters()  # buffers only grow: at most once more per slot (4), not per call
     assert after["device_allocs"] - warm["device_allocs"] <= 4
     assert after["pinned_allocs"] - warm["pinned_allocs"] <= 8
-    tok._core.set_pool_limit(1 << 20)
+    gpu.set_pool_limit(1 << 20)
     with pytest.raises(gputok.DeviceMemoryError):
-        _one_value(tok._core.parquet_decode, chunks[1][0])
-    tok._core.set_pool_limit(0)
+        _one_value(gpu.parquet_decode, chunks[1][0])
+    gpu.set_pool_limit(0)
     assert decode(1)
 
 
@@ -582,15 +560,9 @@ def test_gpu_decodes_run_beside_each_other_and_the_tokenizer(ref):
 @pytest.mark.parametrize("decode", ["tagwise", "global", "windowed"])
 @pytest.mark.parametrize("segment", ["256", "4096"])
 def test_gpu_decode_ablations_are_exact(tmp_path, decode, segment):
-    """The ablation switches (GpuTuning.snappy_decode, .snappy_segment_bytes; read when a GPU
-    tokenizer is made) change how the GPU decodes, never what: every tag kind, a sequential
-    stream, and pyarrow's own pages."""
-    import gputok
-
-    tuning = gputok.GpuTuning()
-    tuning.snappy_decode = decode
-    tuning.snappy_segment_bytes = int(segment)
-    dec = gputok.gpt2(device="cuda", gpu_tuning=tuning)._core.parquet_decode
+    """The ablation switches (GpuPageDecoder's decode and segment_bytes) change how the GPU
+    decodes, never what: every tag kind, a sequential stream, and pyarrow's own pages."""
+    dec = native.GpuPageDecoder(decode=decode, segment_bytes=int(segment)).parquet_decode
     for seed, n in ((1, 200_000), (2, 70_000), (3, 131_072)):
         raw, body = _snappy_tags(n, random.Random(seed))
         assert _one_value(dec, _one_value_page(raw, body)) == raw[4:]
@@ -598,7 +570,7 @@ def test_gpu_decode_ablations_are_exact(tmp_path, decode, segment):
     p = tmp_path / "a.parquet"
     pq.write_table(pa.table({"text": _values(600, seed=5)}), p, row_group_size=600)
     chunk, md = _chunk_of(p)
-    want = _all(_core.parquet_decode, chunk, md.compression, md.num_values, 1)
+    want = _all(native.parquet_decode, chunk, md.compression, md.num_values, 1)
     got = _all(dec, chunk, md.compression, md.num_values, 1)
     assert bytes(got[0]) == bytes(want[0]) and (got[1] == want[1]).all()
 
@@ -613,10 +585,10 @@ def test_a_gpu_short_of_memory_decodes_on_the_cpu(tmp_path):
 
     def full_gpu(*a):
         calls.append(1)
-        raise _core.DeviceMemoryError("cudaMalloc of 1 bytes failed: out of memory")
+        raise gputok.DeviceMemoryError("cudaMalloc of 1 bytes failed: out of memory")
 
     want = [v.encode() for v in pq.read_table(p).column("text").to_pylist()]  # Arrow's
-    assert _read(p, _core.parquet_decode) == want
+    assert _read(p, native.parquet_decode) == want
     assert _read(p, full_gpu) == want and calls
 
     def broken(*a):
@@ -628,11 +600,10 @@ def test_a_gpu_short_of_memory_decodes_on_the_cpu(tmp_path):
 
 @pytest.mark.skipif(not _ok, reason=_why)
 def test_a_gpu_pool_limit_below_the_row_groups_decodes_on_the_cpu(tmp_path):
-    import gputok
-
     p = tmp_path / "a.parquet"
     pq.write_table(pa.table({"text": _values(400, seed=7)}), p, row_group_size=100)
-    tok = gputok.gpt2(device="cuda", pool_limit_bytes=1 << 16)
-    dec = C._parquet_decoder("auto", tok)
-    assert dec == tok._core.parquet_decode
-    assert _read(p, dec) == _read(p, _core.parquet_decode)
+    gpu = native.GpuPageDecoder(pool_limit_bytes=1 << 16)
+    assert _read(p, gpu.parquet_decode) == _read(p, native.parquet_decode)
+    assert gpu.counters()["device_allocs"] == 0  # every row group went to the CPU
+    dec = C._parquet_decoder("auto", gputok.gpt2(device="cuda"))
+    assert isinstance(dec.__self__, native.GpuPageDecoder) and dec.__self__.device_id == 0

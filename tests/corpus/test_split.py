@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputok import _core
+from gputok import _corpus_native
 from gputok import corpus as C
 
 MEMCHR_MAX_SEP = 8  # csrc/split.h kMemchrMaxSep: longer separators take the memmem path
@@ -27,7 +27,7 @@ def reference(data: bytes, sep: bytes) -> list[int]:
 
 
 def found(data, sep: bytes) -> list[int]:
-    got = _core.find_separators(data, sep)
+    got = _corpus_native.find_separators(data, sep)
     assert got.dtype == np.int64
     return got.tolist()
 
@@ -94,9 +94,9 @@ def test_buffer_types_and_errors(tmp_path):
     with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         assert found(m, b"\x1e\n") == [3, 8]
     with pytest.raises(ValueError, match="must not be empty"):
-        _core.find_separators(data, b"")
+        _corpus_native.find_separators(data, b"")
     with pytest.raises(TypeError):
-        _core.find_separators("text", b"\n")  # str is not a buffer
+        _corpus_native.find_separators("text", b"\n")  # str is not a buffer
 
 
 def test_corpus_reader_uses_it():

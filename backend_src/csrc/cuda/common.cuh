@@ -3,14 +3,14 @@
 // Every CUDA call goes through GPUTOK_CUDA; every launch is followed by GPUTOK_LAUNCHED
 // (cudaGetLastError). Out-of-memory becomes DeviceMemoryError (the encoder stays usable:
 // the sticky error is cleared and nothing half-allocated is kept); everything else becomes
-// CudaError. Both are the host interface's exceptions (gpu_encoder.h).
+// CudaError (gpu_errors.h).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <string>
 
-#include "gpu_encoder.h"
+#include "gpu_errors.h"
 
 namespace gputok {
 namespace cuda_detail {

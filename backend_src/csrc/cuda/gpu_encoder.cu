@@ -60,7 +60,6 @@
 #include "encoder.h"
 #include "gpu_encoder.h"
 #include "kernels.cuh"
-#include "pack.h"
 #include "pool.cuh"
 #include "pretokenize.h"
 
@@ -174,10 +173,9 @@ void wait_for(cudaStream_t stream, cudaEvent_t ev_sync) {
   GPUTOK_CUDA(cudaEventSynchronize(ev_sync));
 }
 
-// A stream with buffers of its own, held by one call at a time (mu). The encoder has two sets:
-// kEncodeSlots for tokenizing and kSnappySlots for Parquet decoding, so concurrent calls stage,
-// copy out and run their kernels at once instead of in turn, and their kernels overlap on the
-// GPU (one call rarely fills it: a corpus batch's ~4 MB, a decode's ~300 one-warp blocks).
+// A stream with buffers of its own, held by one call at a time (mu): kEncodeSlots of them, so
+// concurrent calls stage, copy out and run their kernels at once instead of in turn, and their
+// kernels overlap on the GPU (one call rarely fills it: a corpus batch's ~4 MB).
 // Each slot's buffers only grow (pool.cuh), up to GpuOptions::pool_limit_bytes each.
 struct StreamSlot {
   std::mutex mu;
@@ -236,17 +234,6 @@ Slot& take_slot(Slot* slots, size_t n, size_t first, size_t wait_on,
   lock = std::unique_lock<std::mutex>(s.mu);
   return s;
 }
-
-// Parquet decoding: a decode waits neither for a tokenizer call nor for another decode.
-constexpr size_t kSnappySlots = 4;
-struct SnappySlot : StreamSlot {
-  cudaEvent_t marks[7] = {};  // GpuTuning::profile: the kernels' times
-  ~SnappySlot() {
-    if (stream) cudaStreamSynchronize(stream);
-    for (cudaEvent_t e : marks)
-      if (e) cudaEventDestroy(e);
-  }
-};
 
 // Tokenizing: up to 4 calls at once (GpuTuning::encode_slots: 1-8; 1 is the encoder before
 // slots, one call at a time). Calls take the lowest free slot, so one caller at a time uses
@@ -316,7 +303,6 @@ struct GpuEncoder::Impl {
   GpuOptions opt;
   GpuTuning tuning;  // as constructed; never changed afterwards
   int n_sms = 0;
-  SnappyOptions snappy;     // from GpuTuning's snappy fields
   PerWordOptions per_word;  // from GpuTuning (kernels.cuh)
   int coop_blocks = 0;      // resident blocks of the fused kernel; 0: no fused path
   DeviceTables tables;      // read-only once built: shared by every slot's kernels
@@ -324,23 +310,16 @@ struct GpuEncoder::Impl {
   EncodeSlot encode_slots[kEncodeSlots];
   size_t n_encode_slots = 4;
   std::atomic<uint32_t> encode_next{0};  // which busy slot a call waits for
-  SnappySlot snappy_slots[kSnappySlots];
-  std::atomic<uint32_t> snappy_next{0};
-  std::atomic<size_t> snappy_pool_limit{0};  // the pool limit, read by decodes without `mu`
 
   ~Impl() {
     cudaSetDevice(opt.device_id);
     tables.release();
   }
 
-  // fn(slot) for every slot, encode and decode, each under its lock in turn.
+  // fn(slot) for every slot, each under its lock in turn.
   template <typename Fn>
   void for_each_slot(Fn&& fn) {
     for (EncodeSlot& s : encode_slots) {
-      std::lock_guard<std::mutex> lock(s.mu);
-      fn(s);
-    }
-    for (SnappySlot& s : snappy_slots) {
       std::lock_guard<std::mutex> lock(s.mu);
       fn(s);
     }
@@ -375,14 +354,6 @@ void GpuEncoder::Impl::apply(const GpuTuning& t) {
   per_word.warp_min = t.warp_min;
   per_word.warp_min_small = t.warp_min_small;
   per_word.long_blocks_per_sm = per_word_long_blocks_per_sm();
-  if (t.snappy_segment_bytes) {
-    // bytes per walk segment, a power of two from 256 to 64 KiB (others round down)
-    uint32_t shift = 8;
-    while (shift < 16 && (1ul << (shift + 1)) <= t.snappy_segment_bytes) ++shift;
-    snappy.seg_shift = shift;
-  }
-  for (int d = 0; d < 3; ++d)  // an unknown name keeps the default
-    if (t.snappy_decode == kSnappyDecodeNames[d]) snappy.decode = SnappyDecode(d);
   n_encode_slots = std::clamp<size_t>(t.encode_slots, 1, kEncodeSlots);
   // One block per SM: grid barriers over 132 blocks cost less than over the ~4 per SM that
   // fit, and a mid-size input has no more work than that (76 KB: 0.105 -> 0.088 ms).
@@ -397,7 +368,6 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options, G
   auto impl = std::make_unique<Impl>();
   impl->vocab = std::move(vocab);
   impl->opt = options;
-  impl->snappy_pool_limit.store(options.pool_limit_bytes);
   GPUTOK_CUDA(cudaSetDevice(options.device_id));
   GPUTOK_CUDA(
       cudaDeviceGetAttribute(&impl->n_sms, cudaDevAttrMultiProcessorCount, options.device_id));
@@ -419,7 +389,6 @@ void GpuEncoder::set_pool_limit(size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(I.mu);
     I.opt.pool_limit_bytes = bytes;
-    I.snappy_pool_limit.store(bytes);
   }
   GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
   I.for_each_slot([&](StreamSlot& s) { s.trim(bytes); });
@@ -522,131 +491,6 @@ ChunkPlan GpuEncoder::Impl::plan_call(const std::vector<std::string_view>& segme
     }
     if (lanes > 1 && lane_size <= limit) lanes = limit / lane_size;
     return plan;
-  }
-}
-
-void GpuEncoder::decompress_pages(const uint8_t* chunk, size_t size,
-                                  const std::vector<PageCopy>& copies, uint8_t* out,
-                                  size_t out_size) {
-  // Host side: check the copies' ranges, do the plain ones, and list the snappy streams.
-  std::vector<SnappyJob> jobs;
-  uint32_t n_frags = 0, n_segs = 0, max_segs = 0;
-  const uint32_t seg_shift = impl_->snappy.seg_shift;
-  for (const PageCopy& c : copies) {
-    if (c.src < 0 || c.src_size < 0 || c.src + c.src_size > int64_t(size) || c.dst < 0 ||
-        c.dst_size < 0 || c.dst + c.dst_size > int64_t(out_size))
-      throw ParquetCorrupt("corrupt Parquet page: a page lies outside its chunk");
-    if (!c.snappy) {
-      if (c.src_size != c.dst_size) throw ParquetCorrupt("corrupt Parquet page: sizes differ");
-      std::memcpy(out + c.dst, chunk + c.src, size_t(c.src_size));
-      continue;
-    }
-    uint32_t length = 0, hdr = 0;
-    if (!snappy_length(chunk + c.src, size_t(c.src_size), length, hdr) ||
-        int64_t(length) != c.dst_size)
-      throw ParquetCorrupt("corrupt Parquet page: bad snappy length");
-    if (size > 0xFFFFFFF0ull) throw ParquetUnsupported("a column chunk over 4 GiB");
-    if (length == 0) continue;
-    jobs.push_back(SnappyJob{uint64_t(c.src), uint64_t(c.dst), uint32_t(c.src_size), hdr, length,
-                             n_frags, n_segs});
-    n_frags += (length + kSnappyFragment - 1) / kSnappyFragment;
-    const uint64_t seg_bytes = uint64_t(1) << seg_shift;
-    const uint32_t segs = uint32_t((uint64_t(c.src_size) - hdr + seg_bytes - 1) >> seg_shift);
-    n_segs += segs;
-    max_segs = std::max(max_segs, segs);
-  }
-  if (jobs.empty()) return;
-  Impl& I = *impl_;
-  std::unique_lock<std::mutex> lock;
-  const uint32_t first = I.snappy_next.fetch_add(1, std::memory_order_relaxed);
-  SnappySlot& S = take_slot(I.snappy_slots, kSnappySlots, first, first, lock);
-  GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
-  S.open(I.opt.blocking_sync);
-  const uint32_t n_jobs = uint32_t(jobs.size());
-  const uint32_t levels = snappy_jump_levels(max_segs);
-  const size_t level_n = size_t(levels + 1) * n_segs;
-  // Device: [chunk | jobs | scratch | out]; pinned in: chunk, jobs; pinned out: out, status.
-  const uint8_t* d_src = nullptr;
-  SnappyJob* d_jobs = nullptr;
-  uint8_t* d_out = nullptr;
-  SnappyScratch sc;
-  auto carve = [&](char* base) {
-    Carver c(base);
-    d_src = c.take<uint8_t>(size);
-    d_jobs = c.take<SnappyJob>(n_jobs);
-    sc.cum = c.take<uint32_t>(size);
-    sc.seg_exit = c.take<uint32_t>(n_segs);
-    sc.seg_total = c.take<uint32_t>(n_segs);
-    sc.frag_q = c.take<uint32_t>(n_frags);
-    sc.frag_op = c.take<uint32_t>(n_frags);
-    sc.frag_ip = c.take<uint32_t>(n_frags);
-    sc.status = c.take<int32_t>(n_jobs);
-    sc.jump = c.take<uint32_t>(level_n);
-    sc.weight = c.take<uint32_t>(level_n);
-    sc.valid = c.take<uint8_t>(level_n);
-    sc.on = c.take<uint8_t>(n_segs);
-    d_out = c.take<uint8_t>(out_size);
-    return c.used();
-  };
-  S.arena.ensure(carve(nullptr), I.snappy_pool_limit.load(), S.counters.device_allocs);
-  carve(S.arena.base());
-  const size_t jobs_bytes = n_jobs * sizeof(SnappyJob);
-  S.pin_in.ensure(size + jobs_bytes, S.counters.pinned_allocs);
-  S.pin_out.ensure(out_size + n_jobs * sizeof(int32_t), S.counters.pinned_allocs);
-  char* pin = S.pin_in.base();
-  parallel_copy(copy_pool_for(S.pool, I.opt.copy_threads, size),
-                {{reinterpret_cast<const char*>(chunk), size}}, pin);
-  std::memcpy(pin + size, jobs.data(), jobs_bytes);
-  GPUTOK_CUDA(
-      cudaMemcpyAsync(const_cast<uint8_t*>(d_src), pin, size, cudaMemcpyHostToDevice, S.stream));
-  GPUTOK_CUDA(cudaMemcpyAsync(d_jobs, pin + size, jobs_bytes, cudaMemcpyHostToDevice, S.stream));
-  GPUTOK_CUDA(cudaMemsetAsync(sc.cum, 0xFF, size * sizeof(uint32_t), S.stream));
-  GPUTOK_CUDA(cudaMemsetAsync(sc.on, 0, n_segs, S.stream));
-  cudaEvent_t* marks = nullptr;
-  if (I.tuning.profile) {  // each kernel's time, on stderr
-    if (!S.marks[0])
-      for (auto& e : S.marks) GPUTOK_CUDA(cudaEventCreate(&e));
-    marks = S.marks;
-  }
-  const auto t_in = std::chrono::steady_clock::now();
-  S.counters.launches += launch_snappy_fragments(d_src, d_out, d_jobs, n_jobs, n_segs, n_frags,
-                                                 levels, sc, I.snappy, S.stream, marks);
-  S.counters.launches +=
-      launch_snappy_sequential(d_src, d_out, d_jobs, n_jobs, sc.status, S.stream);
-  // Only the snappy jobs' ranges come back: the plain copies are already in `out`.
-  char* pout = S.pin_out.base();
-  for (const SnappyJob& j : jobs)
-    GPUTOK_CUDA(
-        cudaMemcpyAsync(pout + j.dst, d_out + j.dst, j.out_len, cudaMemcpyDeviceToHost, S.stream));
-  int32_t* status = reinterpret_cast<int32_t*>(pout + out_size);
-  GPUTOK_CUDA(cudaMemcpyAsync(status, sc.status, n_jobs * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                              S.stream));
-  S.wait();
-  const auto t_sync = std::chrono::steady_clock::now();
-  if (marks) {
-    float k[6];
-    for (int i = 0; i < 6; ++i) GPUTOK_CUDA(cudaEventElapsedTime(&k[i], marks[i], marks[i + 1]));
-    std::fprintf(stderr,
-                 "[gputok snappy] %zu -> %zu bytes, %u jobs %u segments of %u B %u fragments: "
-                 "segments %.0f us, extend %.0f, jump %.0f, serial chain %.0f, starts %.0f, "
-                 "decode (%s) %.0f; launch to sync %.0f us\n",
-                 size, out_size, n_jobs, n_segs, 1u << seg_shift, n_frags,
-                 kSnappyDecodeNames[int(I.snappy.decode)], k[0] * 1e3, k[1] * 1e3, k[2] * 1e3,
-                 k[3] * 1e3, k[4] * 1e3, k[5] * 1e3,
-                 std::chrono::duration<double, std::micro>(t_sync - t_in).count());
-  }
-  for (uint32_t j = 0; j < n_jobs; ++j)
-    if (status[j] != kSnappyFragmented)
-      throw ParquetCorrupt("corrupt Parquet page: bad snappy stream");
-  size_t total = 0;
-  for (const SnappyJob& j : jobs) total += j.out_len;
-  ThreadPool* tp = copy_pool_for(S.pool, I.opt.copy_threads, total);
-  if (tp && jobs.size() > 1) {
-    tp->parallel_for(jobs.size(), tp->size(), [&](size_t k) {
-      std::memcpy(out + jobs[k].dst, pout + jobs[k].dst, jobs[k].out_len);
-    });
-  } else {
-    for (const SnappyJob& j : jobs) std::memcpy(out + j.dst, pout + j.dst, j.out_len);
   }
 }
 

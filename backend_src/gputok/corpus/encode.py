@@ -119,10 +119,10 @@ def _pack(
 ) -> tuple[np.ndarray, np.ndarray, int | None]:
     """(uint16 tokens with ``eot`` after every document, each document's end in them, the
     first id outside uint16 or None). Documents are ``ids[offsets[i] - offsets[0] :
-    offsets[i + 1] - offsets[0]]``. Packed by gputok's native packer (csrc/pack.cpp) with the
+    offsets[i + 1] - offsets[0]]``. Packed by the native packer (csrc/corpus/pack.cpp) with the
     GIL released: the numpy way (a range check, then a boolean-mask scatter) held it, so the
     writer threads of a worker running several shards took turns."""
-    from gputok import _core
+    from gputok import _corpus_native
 
     if ids.dtype != np.int32:  # check before narrowing, which would wrap
         outside = (ids < 0) | (ids > MAX_ID)
@@ -130,7 +130,7 @@ def _pack(
             return np.empty(0, "<u2"), np.empty(0, np.int64), int(ids[np.argmax(outside)])
     ids32 = np.ascontiguousarray(ids, dtype=np.int32)
     offs = np.ascontiguousarray(offsets, dtype=np.int64)
-    out, ends, bad = _core.pack_uint16(ids32, offs, -1 if eot is None else int(eot))
+    out, ends, bad = _corpus_native.pack_uint16(ids32, offs, -1 if eot is None else int(eot))
     return out, ends, (None if bad < 0 else int(ids32[bad]))
 
 

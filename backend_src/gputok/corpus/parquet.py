@@ -4,6 +4,7 @@ row group, Arrow for the rest, every file treated as hostile."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 
 from ._common import MIN_BATCH_BYTES, CorpusInputError
@@ -44,7 +45,7 @@ def read_parquet(
 
     Decoding (snappy, dictionary pages) is the cost here; it runs on the reader thread with
     the GIL released, overlapped with tokenizing and writing. ``decoder``: gputok's own page
-    reader (``Core.parquet_decode``: snappy on the GPU, the values never copied; see
+    reader (``GpuPageDecoder.parquet_decode``: snappy on the GPU, the values never copied; see
     ``_parquet_decoder``) for the row groups it can read, Arrow for the rest; None: Arrow.
 
     Every file is hostile: what its footer claims (a column chunk's place and size, its value
@@ -159,7 +160,7 @@ def _read_parquet_groups(
     leaf = _parquet_leaf(pf, column)
     with open(path, "rb") as f:
         # The footer read natively (never pyarrow's ColumnChunkMetaData: see
-        # _core.parquet_footer) and checked against the file, on both decoders.
+        # _corpus_native.parquet_footer) and checked against the file, on both decoders.
         metas = (
             _footer_chunks(f, path, leaf[0], column, md.num_row_groups)
             if leaf is not None
@@ -236,11 +237,11 @@ PAGE_READER_MIN_BYTES = 8 << 20
 
 def _footer_chunks(f, path: str, leaf: int, column: str, pf_row_groups: int) -> list[dict] | None:
     """Each row group's chunk of column ``leaf`` as the footer claims it (see
-    _core.parquet_footer), checked against the file: a chunk outside the file, or a value
+    _corpus_native.parquet_footer), checked against the file: a chunk outside the file, or a value
     count that is not its row group's row count, fails the shard here (as Arrow fails it),
     before anything is allocated for it. None where this reader cannot read the footer
     (encrypted, or a layout it does not know): Arrow then reads the whole file."""
-    from gputok import _core
+    from gputok import _corpus_native as native
 
     try:
         size = os.fstat(f.fileno()).st_size
@@ -256,8 +257,8 @@ def _footer_chunks(f, path: str, leaf: int, column: str, pf_row_groups: int) -> 
     except OSError as e:
         raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
     try:
-        _rows, metas = _core.parquet_footer(footer, leaf)
-    except (_core.ParquetUnsupported, _core.ParquetCorrupt):
+        _rows, metas = native.parquet_footer(footer, leaf)
+    except (native.ParquetUnsupported, native.ParquetCorrupt):
         return None
     if len(metas) != pf_row_groups:
         return None
@@ -320,7 +321,8 @@ def _decode_row_groups(
     them and reports what is wrong). A null is an error here as on the Arrow path. The
     compressed bytes (checked against the file already) and the decompressed pages the
     headers claim stay within 2 * max(batch_bytes, PAGE_READER_MIN_BYTES) together."""
-    from gputok import _core
+    import gputok
+    from gputok import _corpus_native as native
 
     if not run:
         return None
@@ -344,18 +346,18 @@ def _decode_row_groups(
     try:
         try:
             return decoder(*args)
-        except _core.DeviceMemoryError:
-            if decoder is _core.parquet_decode:
+        except gputok.DeviceMemoryError:
+            if decoder is native.parquet_decode:
                 raise
             # The GPU is short of memory (other work on it, or a pool_limit below these row
             # groups): decode them on the CPU rather than fail the shard.
-            return _core.parquet_decode(*args)
-    except _core.ParquetNull as e:
+            return native.parquet_decode(*args)
+    except native.ParquetNull as e:
         raise CorpusInputError(
             f"{path}: row {row0 + int(e.args[1])}: column {run[0]['path']!r} is "
             "null, expected a string"
         ) from None
-    except (_core.ParquetUnsupported, _core.ParquetCorrupt):
+    except (native.ParquetUnsupported, native.ParquetCorrupt):
         return None
 
 
@@ -373,20 +375,56 @@ def _span_batches(got, target: int, path: str, row0: int) -> Iterator[Batch]:
         yield Batch(None, lambda i, r=row0 + r: f"{path}: row {r + i}", 0, got.pages, spans)
 
 
-PARQUET_DECODERS = ("auto", "gputok", "gputok-gpu", "arrow")
+PARQUET_DECODERS = ("auto", "gputok", "gputok-gpu", "gputok-nvcomp", "arrow")
 
 
 def _parquet_decoder(mode: str, tok) -> Callable | None:
     """read_parquet's ``decoder`` for the run's ``parquet_decoder`` setting and this worker's
     tokenizer: None for "arrow"; gputok's page reader on the CPU for "gputok"; for
-    "gputok-gpu", and for "auto" (the default), the page reader with snappy on the
-    tokenizer's GPU where it has one (else on the CPU). See docs/corpus.md, "Parquet
-    decoding", for what each costs."""
+    "gputok-gpu", and for "auto" (the default), the page reader with snappy on the GPU of a
+    GPU tokenizer (its ``device`` and ``device_id``; a GpuPageDecoder of this process's, see
+    gpu_page_decoder), else on the CPU; "gputok-nvcomp" the same with nvCOMP's snappy
+    (nvcomp_library). See docs/corpus.md, "Parquet decoding", for what each costs."""
     if mode == "arrow":
         return None
-    core = getattr(tok, "_core", None)
-    if mode in ("auto", "gputok-gpu") and core is not None and getattr(core, "on_gpu", False):
-        return core.parquet_decode
-    from gputok import _core
+    if mode in ("auto", "gputok-gpu", "gputok-nvcomp") and getattr(tok, "device", None) == "cuda":
+        engine = "nvcomp" if mode == "gputok-nvcomp" else "kernels"
+        return gpu_page_decoder(int(getattr(tok, "device_id", 0)), engine).parquet_decode
+    from gputok import _corpus_native
 
-    return _core.parquet_decode
+    return _corpus_native.parquet_decode
+
+
+_GPU_DECODERS: dict[tuple[int, str], object] = {}
+_GPU_DECODERS_LOCK = threading.Lock()
+
+
+def gpu_page_decoder(device_id: int, engine: str = "kernels"):
+    """This process's GpuPageDecoder for ``device_id`` and snappy ``engine`` ("kernels":
+    gputok's; "nvcomp": NVIDIA nvCOMP's, from nvcomp_library()), made once and shared by its
+    threads (it runs up to 4 decodes at once, each on a stream and buffers of its own). Its
+    calls sleep while the device works (blocking_sync), as the corpus workers' GPU tokenizers
+    do: the host's cores go to Parquet reading and hashing."""
+    key = (device_id, engine)
+    with _GPU_DECODERS_LOCK:
+        dec = _GPU_DECODERS.get(key)
+        if dec is None:
+            from gputok import _corpus_native
+
+            lib = nvcomp_library() if engine == "nvcomp" else ""
+            dec = _corpus_native.GpuPageDecoder(device_id, blocking_sync=True, nvcomp_library=lib)
+            _GPU_DECODERS[key] = dec
+        return dec
+
+
+def nvcomp_library() -> str:
+    """nvCOMP's library for the "nvcomp" engine: lib64/libnvcomp.so.6 of the
+    nvidia-libnvcomp-cu12 wheel where it is installed, else its soname, which the dynamic
+    loader looks up (LD_LIBRARY_PATH, then the system's). GpuPageDecoder raises CudaError
+    where neither loads."""
+    try:
+        import nvidia.libnvcomp as lib
+    except ImportError:
+        return "libnvcomp.so.6"
+    path = os.path.join(os.path.dirname(lib.__file__ or ""), "lib64", "libnvcomp.so.6")
+    return path if os.path.isfile(path) else "libnvcomp.so.6"

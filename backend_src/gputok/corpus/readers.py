@@ -68,12 +68,12 @@ def read_text(
 
 def _find_all(data: bytes, sep: bytes) -> np.ndarray:
     """Start offsets of the non-overlapping occurrences of ``sep`` in ``data``, left to right
-    (as ``bytes.split`` finds them), int64. Native (csrc/split.cpp: memchr, the GIL
+    (as ``bytes.split`` finds them), int64. Native (csrc/corpus/split.cpp: memchr, the GIL
     released, no file-sized temporary): 0.034 CPU ns per byte for the bench's separator where
     numpy took 0.20 warmed and 0.92 on fresh memory (2-core dev VM, 2026-11-25)."""
-    from gputok import _core
+    from gputok import _corpus_native
 
-    return _core.find_separators(data, sep)
+    return _corpus_native.find_separators(data, sep)
 
 
 JSONL_FAST_MAX_BYTES = 1 << 30

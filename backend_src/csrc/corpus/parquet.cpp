@@ -16,8 +16,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "gpu_encoder.h"
-#include "types.h"
+#include "snappy.h"
 
 namespace gputok {
 
@@ -653,7 +652,7 @@ bool ParquetSpanCursor::next(int64_t max_rows, int64_t max_bytes, std::vector<in
 
 ParquetValues parquet_decode(const uint8_t* buf, size_t size,
                              const std::vector<ParquetChunkRef>& chunks, ParquetCodec codec,
-                             int max_def, int64_t max_out, GpuEncoder* gpu) {
+                             int max_def, int64_t max_out, PageDecompressor* gpu) {
   if (max_def < 0 || max_def > 1) throw ParquetUnsupported("a nested column");
   // One plan per chunk, its offsets moved to where the chunk lies in `buf` and its pages'
   // output after the previous chunks'; one decompression call for all of them.
@@ -686,7 +685,7 @@ ParquetValues parquet_decode(const uint8_t* buf, size_t size,
     copies.insert(copies.end(), c.begin(), c.end());
   }
   if (gpu && codec == ParquetCodec::kSnappy)
-    gpu->decompress_pages(buf, size, copies, v.data.get(), v.size);
+    gpu->decompress(buf, size, copies, v.data.get(), v.size);
   else
     parquet_decompress_cpu(buf, size, copies, v.data.get());
   // Every row checked now, none kept: a malformed page fails here, before a batch is handed

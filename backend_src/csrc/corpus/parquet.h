@@ -6,7 +6,7 @@
 //
 // Why not Arrow: on the corpus hosts Parquet decoding was ~60% of a GPU worker's host CPU
 // (2.9 of ~5 CPU s per GB of text, H200 host, 2026-11-23), snappy alone ~1.2 s of it. Here the
-// pages can be decompressed on the GPU (GpuEncoder::decompress_pages), and the values are
+// pages can be decompressed on the GPU (GpuPageDecoder, gpu_page_decoder.h), and the values are
 // never copied: the spans point into the decompressed pages, which the tokenizer reads as
 // they are (a dictionary-encoded row points into the dictionary page).
 #pragma once
@@ -81,13 +81,21 @@ void snappy_decompress(const uint8_t* src, size_t n, uint8_t* dst, size_t dst_si
 // the column's maximum definition level (0: required, 1: optional); a null raises ParquetNull.
 std::vector<int64_t> parquet_spans(const ParquetPlan& plan, const uint8_t* out, int max_def);
 
+// Runs a decode's copies of buf[0, size) into out[0, out_size): the GPU's page decoder
+// (gpu_page_decoder.h) is one. Throws ParquetCorrupt for a malformed stream.
+class PageDecompressor {
+ public:
+  virtual ~PageDecompressor() = default;
+  virtual void decompress(const uint8_t* buf, size_t size, const std::vector<PageCopy>& copies,
+                          uint8_t* out, size_t out_size) = 0;
+};
+
 // The whole of it, for one or more column chunks lying in buf[0, size): plan, decompress (on
 // `gpu` when given, all chunks' pages in one call, else on this thread), and check every row's
 // value (lengths, dictionary indices, definition levels) without keeping its span: a file
 // that fails does so here, before any row is handed on. Spans then come a batch at a time
 // (ParquetSpanCursor), so that memory is bounded per batch, not per row group: a 9 KB file
 // whose RLE run repeats one dictionary index 2^28 times holds 2^28 rows at 16 bytes each.
-class GpuEncoder;
 struct ParquetChunkRef {
   int64_t offset, size, rows;  // where the chunk lies in the buffer; its num_values
 };
@@ -102,7 +110,7 @@ struct ParquetValues {
 // the sizes; a larger claim raises ParquetUnsupported before anything is allocated).
 ParquetValues parquet_decode(const uint8_t* buf, size_t size,
                              const std::vector<ParquetChunkRef>& chunks, ParquetCodec codec,
-                             int max_def, int64_t max_out, GpuEncoder* gpu);
+                             int max_def, int64_t max_out, PageDecompressor* gpu);
 
 // The rows' [start, end) spans into ParquetValues::data, in order, a batch at a time. Holds
 // `v` by reference: the caller keeps it alive.

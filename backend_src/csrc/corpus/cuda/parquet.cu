@@ -1,6 +1,6 @@
-// Snappy decompression of Parquet pages on the device (kernels.cuh: launch_snappy_*; host side
-// in gpu_encoder.cu, GpuEncoder::decompress_pages; CPU twin: parquet.cpp, snappy_decompress,
-// which the tests hold the GPU's output to, byte for byte).
+// Snappy decompression of Parquet pages on the device (snappy_kernels.cuh: launch_snappy_*; host
+// side in gpu_page_decoder.cu, GpuPageDecoder::decompress; CPU twin: parquet.cpp,
+// snappy_decompress, which the tests hold the GPU's output to, byte for byte).
 //
 // Snappy is sequential twice over: a tag's position depends on every tag before it, and a
 // copy reads what earlier tags wrote. Google's snappy (Arrow's) compresses 64 KiB blocks
@@ -22,12 +22,12 @@
 //   4. decode: one warp per fragment, into shared memory, then copied out coalesced. The
 //      lanes parse 32 input bytes at once ("windowed", below); the older decode, every lane
 //      on the same tag, and one straight into the output are kept as the ablations
-//      GpuTuning::snappy_decode tagwise and =global.
+//      PageDecoderOptions::decode "tagwise" and "global".
 // A stream whose tags or copies cross the 64 KiB fragments (another encoder) is decoded by one
 // warp in global memory from start to end (snappy_decode_sequential_kernel): slower, exact.
 //
-// Performance notes (H200, 2026-11-24, bench/bench_parquet.py, GpuTuning::profile; one call
-// of 9-13 MB compressed, 5 pages, 285-414 fragments of the bench corpus;
+// Performance notes (H200, 2026-11-24, bench/bench_parquet.py, PageDecoderOptions::profile; one
+// call of 9-13 MB compressed, 5 pages, 285-414 fragments of the bench corpus;
 // bench/results/2026-11-25-benchmarks-history.md "snappy on the GPU, windowed and concurrent"):
 // launch to sync 2.6-3.8 ms, from 6.5-9.6 (2026-11-23):
 //   - segments of 512 bytes instead of 4 KiB: walks 1.0 -> 0.15 ms, extension 0.7 -> 0.15,
@@ -39,8 +39,8 @@
 //     took it to 1.25-1.29.
 //     Per warp it is still latency-bound (ncu: 7.5 cycles per issued instruction, 2 warps per
 //     SM; a call has only ~300 fragments), so decodes from different threads run at once on
-//     streams of their own (gpu_encoder.cu, SnappySlot). Decoding straight into the output
-//     instead of shared memory (GpuTuning::snappy_decode global: no limit of 3 blocks an SM)
+//     streams of their own (gpu_page_decoder.cu, DecodeSlot). Decoding straight into the output
+//     instead of shared memory (PageDecoderOptions::decode "global": no limit of 3 blocks an SM)
 //     made a fragment slower (1.9 ms for ~300 against 1.5, before the last two changes) and the
 //     corpus the same (3.46 vs 3.41 GB/s).
 // One process (85 MB of text in 4 files): 2.4-2.9 GB/s at 0.35-0.43 CPU s per GB (Arrow on
@@ -50,8 +50,8 @@
 // the GPU by default ("auto"). The GPU is then the bound.
 #include <cuda_runtime.h>
 
-#include "common.cuh"
-#include "kernels.cuh"
+#include "cuda/common.cuh"
+#include "snappy_kernels.cuh"
 
 namespace gputok {
 namespace cuda_detail {
@@ -445,7 +445,7 @@ __global__ void snappy_decode_windowed_kernel(const uint8_t* src, uint8_t* dst,
   const uint64_t in_n = fr.in_n;
   // The fragment's output: in shared memory (64 KiB a block, so 3 blocks an SM), or straight
   // in the pages' buffer, where copies read it back through L1/L2 but any number of
-  // fragments decode at once (GpuTuning::snappy_decode global).
+  // fragments decode at once (PageDecoderOptions::decode "global").
   uint8_t* frag_buf = kInShared ? frag_smem : fr.out;
   const uint32_t len = fr.len;
   uint64_t ip = fr.ip;

@@ -1,6 +1,4 @@
-#include "pack.h"
-
-#include <stdexcept>
+#include "narrow.h"
 
 namespace gputok {
 
@@ -18,17 +16,6 @@ int64_t narrow_uint16(const int32_t* ids, size_t n, uint16_t* out) {
     for (size_t k = 0; k < n; ++k)
       if (uint32_t(ids[k]) > 0xFFFFu) return int64_t(k);
   return -1;
-}
-
-size_t pack_uint16_size(const int64_t* offsets, size_t n_docs, size_t n_ids, int32_t sep) {
-  if (sep > 0xFFFF) throw std::invalid_argument("sep must be below 65536 (or negative: none)");
-  for (size_t d = 0; d < n_docs; ++d)
-    if (offsets[d + 1] < offsets[d]) throw std::invalid_argument("offsets must be non-decreasing");
-  int64_t span;  // offsets[-1] - offsets[0] of e.g. [-2^63, 2^63 - 1] overflows
-  if (__builtin_sub_overflow(offsets[n_docs], offsets[0], &span))
-    throw std::invalid_argument("offsets span more than int64 holds");
-  if (uint64_t(span) > n_ids) throw std::invalid_argument("offsets reach past the end of ids");
-  return size_t(span) + (sep >= 0 ? n_docs : 0);
 }
 
 int64_t pack_uint16(const int32_t* ids, const int64_t* offsets, size_t n_docs, int32_t sep,

@@ -1,0 +1,230 @@
+// Python bindings of the corpus tool's native code (gputok._corpus_native): Parquet pages on
+// the CPU or a GpuPageDecoder, text separators, uint16 packing. Conversions, the GIL released
+// around native work, and exceptions translated; nothing else. The tokenizer (_core) knows
+// nothing of this module.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../csrc/corpus/gpu_page_decoder.h"
+#include "../csrc/corpus/pack.h"
+#include "../csrc/corpus/parquet.h"
+#include "../csrc/corpus/split.h"
+#include "../csrc/gpu_errors.h"
+#include "../csrc/narrow.h"
+#include "py_buffers.h"
+
+namespace py = pybind11;
+using namespace gputok;
+
+namespace {
+
+// Decoded Parquet pages (parquet.h) and a cursor over their rows' spans, a batch at a time.
+struct ParquetPages {
+  std::shared_ptr<ParquetValues> values;
+  std::unique_ptr<ParquetSpanCursor> cursor;
+  py::array_t<uint8_t> pages;  // over values->data, which its capsule keeps alive
+};
+
+// `chunks`: a list of (offset, size, rows), or None for one chunk: all of buf with `rows` rows.
+std::vector<ParquetChunkRef> to_chunk_refs(const py::object& buf, const py::object& chunks,
+                                           int64_t rows) {
+  std::vector<ParquetChunkRef> refs;
+  if (chunks.is_none()) {
+    if (rows < 0) throw py::value_error("rows must be >= 0");
+    const ByteBuffer b(buf);
+    refs.push_back({0, int64_t(b.view.len), rows});
+    return refs;
+  }
+  for (const auto& item : chunks.cast<py::sequence>()) {
+    const auto t = item.cast<std::tuple<int64_t, int64_t, int64_t>>();
+    if (std::get<2>(t) < 0) throw py::value_error("rows must be >= 0");
+    refs.push_back({std::get<0>(t), std::get<1>(t), std::get<2>(t)});
+  }
+  return refs;
+}
+
+ParquetCodec to_codec(const std::string& codec) {
+  if (codec == "UNCOMPRESSED" || codec == "NONE") return ParquetCodec::kUncompressed;
+  if (codec == "SNAPPY") return ParquetCodec::kSnappy;
+  throw ParquetUnsupported("compression " + codec);
+}
+
+// Parquet column chunks lying in `buf` -> ParquetPages, snappy on `gpu` when given; GIL
+// released.
+ParquetPages parquet_decode_py(const py::object& buf, const std::string& codec, int64_t rows,
+                               int max_def, const py::object& chunks, int64_t max_bytes,
+                               PageDecompressor* gpu) {
+  const std::vector<ParquetChunkRef> refs = to_chunk_refs(buf, chunks, rows);
+  const ParquetCodec c = to_codec(codec);
+  auto v = std::make_shared<ParquetValues>();
+  {
+    const ByteBuffer b(buf);
+    py::gil_scoped_release release;
+    *v = parquet_decode(static_cast<const uint8_t*>(b.view.buf), size_t(b.view.len), refs, c,
+                        max_def, max_bytes, gpu);
+  }
+  ParquetPages out;
+  auto* keep = new std::shared_ptr<ParquetValues>(v);
+  py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<ParquetValues>*>(p); });
+  out.pages = py::array_t<uint8_t>({py::ssize_t(v->size)}, {py::ssize_t(1)}, v->data.get(), owner);
+  out.cursor = std::make_unique<ParquetSpanCursor>(*v);
+  out.values = std::move(v);
+  return out;
+}
+
+py::tuple parquet_footer_py(const py::bytes& footer, int leaf) {
+  const std::string f = footer;
+  const ParquetFooter r =
+      parquet_footer(reinterpret_cast<const uint8_t*>(f.data()), f.size(), leaf);
+  py::list chunks;
+  using py::literals::operator""_a;
+  for (const ParquetColumnChunkMeta& c : r.chunks)
+    chunks.append(py::dict("rg_rows"_a = c.rg_rows, "rg_bytes"_a = c.rg_bytes, "codec"_a = c.codec,
+                           "type"_a = c.type, "num_values"_a = c.num_values,
+                           "compressed"_a = c.compressed, "data_page_offset"_a = c.data_page_offset,
+                           "dictionary_page_offset"_a = c.dictionary_page_offset,
+                           "path"_a = c.path));
+  return py::make_tuple(r.num_rows, chunks);
+}
+
+py::tuple pack_uint16_py(const py::array_t<int32_t, py::array::c_style>& ids,
+                         const py::array_t<int64_t, py::array::c_style>& offsets, int32_t sep) {
+  if (offsets.ndim() != 1 || offsets.shape(0) < 1)
+    throw py::value_error("offsets must have shape (n + 1,)");
+  const size_t n_docs = size_t(offsets.shape(0) - 1);
+  const int64_t* off = offsets.data();
+  py::array_t<uint16_t> out(pack_uint16_size(off, n_docs, size_t(ids.size()), sep));
+  py::array_t<int64_t> ends(n_docs);
+  int64_t bad;
+  {
+    py::gil_scoped_release release;
+    bad = pack_uint16(ids.data(), off, n_docs, sep, out.mutable_data(), ends.mutable_data());
+  }
+  return py::make_tuple(out, ends, bad);
+}
+
+// Bytes-like in (no copy), int64 offsets out; the GIL is released while scanning.
+py::array_t<int64_t> find_separators_py(const py::object& data, const py::bytes& sep) {
+  const ByteBuffer buf(data);
+  const std::string s = sep;
+  std::vector<int64_t> at;
+  {
+    py::gil_scoped_release release;
+    at = find_separators(static_cast<const uint8_t*>(buf.view.buf), size_t(buf.view.len),
+                         reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  }
+  return to_numpy(std::move(at));
+}
+
+void bind_parquet(py::module_& m) {
+  m.def(
+      "parquet_decode",
+      [](const py::object& chunk, const std::string& codec, int64_t rows, int max_def,
+         const py::object& chunks, int64_t max_bytes) {
+        return parquet_decode_py(chunk, codec, rows, max_def, chunks, max_bytes, nullptr);
+      },
+      py::arg("chunk"), py::arg("codec"), py::arg("rows"), py::arg("max_def"),
+      py::arg("chunks") = py::none(), py::arg("max_bytes") = -1);
+  py::class_<ParquetPages>(m, "ParquetPages")
+      .def_readonly("pages", &ParquetPages::pages)
+      .def_property_readonly("rows", [](const ParquetPages& p) { return p.values->rows; })
+      .def_property_readonly("row", [](const ParquetPages& p) { return p.cursor->row(); })
+      .def(
+          "spans",
+          [](ParquetPages& p, int64_t max_rows, int64_t max_bytes) {
+            std::vector<int64_t> spans;
+            {
+              py::gil_scoped_release release;
+              p.cursor->next(max_rows, max_bytes, spans);
+            }
+            py::array_t<int64_t> a = to_numpy(std::move(spans));
+            return a.reshape({py::ssize_t(a.size() / 2), py::ssize_t(2)});
+          },
+          py::arg("max_rows"), py::arg("max_bytes") = 0);
+  m.def("parquet_footer", &parquet_footer_py, py::arg("footer"), py::arg("leaf"));
+}
+
+void bind_gpu_decoder(py::module_& m) {
+  py::class_<GpuPageDecoder>(m, "GpuPageDecoder")
+      .def(py::init([](int device_id, size_t pool_limit_bytes, bool blocking_sync, int copy_threads,
+                       uint32_t segment_bytes, const std::string& decode, bool profile,
+                       const std::string& nvcomp_library) {
+             PageDecoderOptions o;
+             o.device_id = device_id;
+             o.pool_limit_bytes = pool_limit_bytes;
+             o.blocking_sync = blocking_sync;
+             o.copy_threads = copy_threads;
+             o.segment_bytes = segment_bytes;
+             o.decode = decode;
+             o.profile = profile;
+             o.nvcomp_library = nvcomp_library;
+             return std::make_unique<GpuPageDecoder>(std::move(o));
+           }),
+           py::arg("device_id") = 0, py::arg("pool_limit_bytes") = 0,
+           py::arg("blocking_sync") = false, py::arg("copy_threads") = 0,
+           py::arg("segment_bytes") = 0, py::arg("decode") = "", py::arg("profile") = false,
+           py::arg("nvcomp_library") = "")
+      .def(
+          "parquet_decode",
+          [](GpuPageDecoder& g, const py::object& chunk, const std::string& codec, int64_t rows,
+             int max_def, const py::object& chunks, int64_t max_bytes) {
+            return parquet_decode_py(chunk, codec, rows, max_def, chunks, max_bytes, &g);
+          },
+          py::arg("chunk"), py::arg("codec"), py::arg("rows"), py::arg("max_def"),
+          py::arg("chunks") = py::none(), py::arg("max_bytes") = -1)
+      .def_property_readonly("engine", &GpuPageDecoder::engine)
+      .def_property_readonly("device_id",
+                             [](const GpuPageDecoder& g) { return g.options().device_id; })
+      .def("set_pool_limit", &GpuPageDecoder::set_pool_limit, py::arg("bytes"))
+      .def("counters", [](const GpuPageDecoder& g) {
+        const PageDecoderCounters c = g.counters();
+        py::dict d;
+        d["device_allocs"] = c.device_allocs;
+        d["pinned_allocs"] = c.pinned_allocs;
+        d["launches"] = c.launches;
+        d["device_bytes"] = c.device_bytes;
+        return d;
+      });
+}
+
+// The GPU's errors as the tokenizer's public exceptions (gputok.DeviceMemoryError, a
+// MemoryError, and gputok.CudaError), so that a caller catches one class whichever object
+// ran out of device memory. Local to this module: _core translates its own.
+void register_errors(py::module_& m) {
+  py::register_exception<ParquetUnsupported>(m, "ParquetUnsupported", PyExc_NotImplementedError);
+  py::register_exception<ParquetCorrupt>(m, "ParquetCorrupt", PyExc_ValueError);
+  // A null value: args (message, row within the chunk).
+  static py::exception<ParquetNull> parquet_null(m, "ParquetNull", PyExc_ValueError);
+  const py::module_ gputok = py::module_::import("gputok");
+  // Handles kept for the process's life (no decref after the interpreter is gone).
+  static const py::handle memory_error = py::object(gputok.attr("DeviceMemoryError")).release();
+  static const py::handle cuda_error = py::object(gputok.attr("CudaError")).release();
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const ParquetNull& e) {
+      PyErr_SetObject(parquet_null.ptr(), py::make_tuple(e.what(), e.row).ptr());
+    } catch (const DeviceMemoryError& e) {
+      PyErr_SetString(memory_error.ptr(), e.what());
+    } catch (const CudaError& e) {
+      PyErr_SetString(cuda_error.ptr(), e.what());
+    }
+  });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_corpus_native, m) {
+  m.doc() = "gputok corpus tool's native code: Parquet pages (CPU and GPU), separators, packing";
+  register_errors(m);
+  bind_parquet(m);
+  bind_gpu_decoder(m);
+  m.def("pack_uint16", &pack_uint16_py, py::arg("ids"), py::arg("offsets"), py::arg("sep"));
+  m.def("find_separators", &find_separators_py, py::arg("data"), py::arg("sep"));
+}
