@@ -292,7 +292,7 @@ def run_in_process(
             results = list(pool.map(C.tokenize_shard, specs))
         entries = [r["entry"] for r in results]
         stage_seconds = C.sum_stages(results)
-        man = C.build_manifest(C._settings(common), base, fmt, entries, complete=True)
+        man = C.build_manifest(C._settings(specs[0]), base, fmt, entries, complete=True)
         C.atomic_write_bytes(str(out / C.MANIFEST), C._json_bytes(man))
         times.append(time.perf_counter() - t0)
         busy.append(cpu.stop())

@@ -72,7 +72,7 @@ def main() -> int:
         if name not in wanted:
             continue
         if ok:
-            gpu = C.parquet.gpu_page_decoder(0, engine)
+            gpu = C.decoders.gpu_page_decoder(0, engine)
             decoders.insert(0, (f"gpu pages ({engine})", gpu.parquet_decode))
         else:
             print(f"{name} pages: skipped ({why})", flush=True)

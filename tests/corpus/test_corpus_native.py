@@ -44,7 +44,7 @@ def test_decoder_modes(monkeypatch):
             return a
 
     monkeypatch.setattr(native, "GpuPageDecoder", GpuDecoder)
-    monkeypatch.setattr(C.parquet, "_GPU_DECODERS", {})
+    monkeypatch.setattr(C.decoders, "_GPU_DECODERS", {})
 
     class Tok:
         device, device_id = "cuda", 3

@@ -117,7 +117,7 @@ def _plain_pack(ids, offsets, eot):
 @pytest.mark.parametrize("lengths", [[], [0], [0, 0, 3], [5, 0, 1, 700, 0], [600] * 5])
 @pytest.mark.parametrize("eot", [EOT, None])
 def test_pack_matches_a_plain_loop(lengths, eot):
-    """The writer's packer (csrc/pack.cpp, GIL released) against a plain loop, with offsets
+    """The writer's packer (csrc/corpus/pack.cpp, GIL released) against a plain loop, with offsets
     that start at 0 and not (a batch's ids are relative to its first offset), for int32 ids
     and for wider ones (narrowed after the range check)."""
     rng = np.random.default_rng(1)

@@ -1,4 +1,4 @@
-"""csrc/split.cpp: the separators of a text shard (``gputok corpus --text-separator``), found
+"""csrc/corpus/split.cpp: the separators of a text shard (``gputok corpus --text-separator``), found
 natively. Every case is checked against the plain definition: a ``bytes.find`` loop that
 resumes after each match, which is where ``bytes.split`` cuts."""
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from gputok import _corpus_native
 from gputok import corpus as C
 
-MEMCHR_MAX_SEP = 8  # csrc/split.h kMemchrMaxSep: longer separators take the memmem path
+MEMCHR_MAX_SEP = 8  # csrc/corpus/split.h kMemchrMaxSep: longer separators take the memmem path
 
 
 def reference(data: bytes, sep: bytes) -> list[int]:

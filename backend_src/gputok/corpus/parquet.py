@@ -4,11 +4,13 @@ row group, Arrow for the rest, every file treated as hostile."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator
 
 from ._common import MIN_BATCH_BYTES, CorpusInputError
 from .batch import Batch, _arrow_batch, _batch_target
+
+# The decoder choice lives in decoders.py; its names stay importable from here.
+from .decoders import PARQUET_DECODERS, _parquet_decoder, gpu_page_decoder, nvcomp_library  # noqa: F401
 
 # Decompression bombs. Dictionary pages and RLE runs let a few bytes stand for any number of
 # rows and bytes of text: a valid 149-byte file whose one RLE run repeats a 5-byte value 2^28
@@ -373,58 +375,3 @@ def _span_batches(got, target: int, path: str, row0: int) -> Iterator[Batch]:
         if not len(spans):
             return
         yield Batch(None, lambda i, r=row0 + r: f"{path}: row {r + i}", 0, got.pages, spans)
-
-
-PARQUET_DECODERS = ("auto", "gputok", "gputok-gpu", "gputok-nvcomp", "arrow")
-
-
-def _parquet_decoder(mode: str, tok) -> Callable | None:
-    """read_parquet's ``decoder`` for the run's ``parquet_decoder`` setting and this worker's
-    tokenizer: None for "arrow"; gputok's page reader on the CPU for "gputok"; for
-    "gputok-gpu", and for "auto" (the default), the page reader with snappy on the GPU of a
-    GPU tokenizer (its ``device`` and ``device_id``; a GpuPageDecoder of this process's, see
-    gpu_page_decoder), else on the CPU; "gputok-nvcomp" the same with nvCOMP's snappy
-    (nvcomp_library). See docs/corpus.md, "Parquet decoding", for what each costs."""
-    if mode == "arrow":
-        return None
-    if mode in ("auto", "gputok-gpu", "gputok-nvcomp") and getattr(tok, "device", None) == "cuda":
-        engine = "nvcomp" if mode == "gputok-nvcomp" else "kernels"
-        return gpu_page_decoder(int(getattr(tok, "device_id", 0)), engine).parquet_decode
-    from gputok import _corpus_native
-
-    return _corpus_native.parquet_decode
-
-
-_GPU_DECODERS: dict[tuple[int, str], object] = {}
-_GPU_DECODERS_LOCK = threading.Lock()
-
-
-def gpu_page_decoder(device_id: int, engine: str = "kernels"):
-    """This process's GpuPageDecoder for ``device_id`` and snappy ``engine`` ("kernels":
-    gputok's; "nvcomp": NVIDIA nvCOMP's, from nvcomp_library()), made once and shared by its
-    threads (it runs up to 4 decodes at once, each on a stream and buffers of its own). Its
-    calls sleep while the device works (blocking_sync), as the corpus workers' GPU tokenizers
-    do: the host's cores go to Parquet reading and hashing."""
-    key = (device_id, engine)
-    with _GPU_DECODERS_LOCK:
-        dec = _GPU_DECODERS.get(key)
-        if dec is None:
-            from gputok import _corpus_native
-
-            lib = nvcomp_library() if engine == "nvcomp" else ""
-            dec = _corpus_native.GpuPageDecoder(device_id, blocking_sync=True, nvcomp_library=lib)
-            _GPU_DECODERS[key] = dec
-        return dec
-
-
-def nvcomp_library() -> str:
-    """nvCOMP's library for the "nvcomp" engine: lib64/libnvcomp.so.6 of the
-    nvidia-libnvcomp-cu12 wheel where it is installed, else its soname, which the dynamic
-    loader looks up (LD_LIBRARY_PATH, then the system's). GpuPageDecoder raises CudaError
-    where neither loads."""
-    try:
-        import nvidia.libnvcomp as lib
-    except ImportError:
-        return "libnvcomp.so.6"
-    path = os.path.join(os.path.dirname(lib.__file__ or ""), "lib64", "libnvcomp.so.6")
-    return path if os.path.isfile(path) else "libnvcomp.so.6"
