@@ -93,11 +93,16 @@ def build_manifest(
 
 
 def load_shard(out_dir, name: str) -> tuple[np.memmap, np.memmap]:
-    """(tokens uint16, offsets int64) of one shard, memory-mapped."""
+    """(tokens uint16, offsets int64) of one shard, memory-mapped (an empty file, the .bin of
+    a shard with no documents, as an empty array: mmap refuses empty files)."""
     out_dir = os.fspath(out_dir)
-    tokens = np.memmap(os.path.join(out_dir, f"{name}.bin"), dtype="<u2", mode="r")
-    offsets = np.memmap(os.path.join(out_dir, f"{name}.idx"), dtype="<i8", mode="r")
-    return tokens, offsets
+    return tuple(
+        np.memmap(path, dtype=dt, mode="r") if os.path.getsize(path) else np.zeros(0, dt)
+        for path, dt in (
+            (os.path.join(out_dir, f"{name}.bin"), "<u2"),
+            (os.path.join(out_dir, f"{name}.idx"), "<i8"),
+        )
+    )
 
 
 def verify_corpus(out_dir, *, hashes: bool = True) -> list[str]:

@@ -165,40 +165,78 @@ def tokenize_shard(spec: ShardSpec, *, scan_stale: bool = True) -> dict:
     temporary files already (tokenize_group, one scan for a group of shards)."""
     t0 = time.perf_counter()
     settings_sha = settings_digest(_settings(spec))
-    entry_path = os.path.join(spec.out_dir, f"{spec.name}.json")
     if scan_stale:
         _remove_stale_all(spec.out_dir, {spec.name})
-    for old in (_load_json(entry_path), spec.manifest_entry):
-        if _resumable(spec, old, settings_sha) and verify_entry(spec.out_dir, old) is None:
-            if not os.path.exists(entry_path):  # kept only in manifest.json: restore it
-                atomic_write_bytes(entry_path, _json_bytes(old), fsync=spec.fsync)
-            return {"entry": old, "status": "verified", "seconds": time.perf_counter() - t0}
-
-    # Redo: first make sure nothing of the old shard can pass for complete.
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(entry_path)
+    kept = resume_or_clear(spec, settings_sha)
+    if kept is not None:
+        return {"entry": kept, "status": "verified", "seconds": time.perf_counter() - t0}
 
     _worker_io()
     tok = _tokenizer(spec.device, _worker_device_id(spec))
     source = _source_stat(spec.path)
-    writeback = spec.fsync and _early_writeback()
-    bin_f = _HashedFile(os.path.join(spec.out_dir, f"{spec.name}.bin"), writeback, spec.hash)
-    idx_f = _HashedFile(os.path.join(spec.out_dir, f"{spec.name}.idx"), writeback, spec.hash)
+    bin_f, idx_f = open_outputs(spec)
     try:
         counts, stages = _pipeline(spec, tok, bin_f, idx_f)
         t_fin = time.perf_counter()
-        bin_rec, idx_rec = bin_f.finish(spec.fsync), idx_f.finish(spec.fsync)
-        os.replace(bin_f.tmp, bin_f.final)
-        os.replace(idx_f.tmp, idx_f.final)
-        # No directory fsync here: the entry's (atomic_write_bytes, below) makes these two
-        # renames durable with its own. Until then a crash can lose them, but the entry does
-        # not exist yet, and an entry that survives without them fails verification (sizes,
-        # hashes) and the shard is redone. One fewer journal commit per shard.
+        entry = commit_shard(spec, settings_sha, source, counts, bin_f, idx_f)
         stages["finish"] += time.perf_counter() - t_fin
     except BaseException:
         bin_f.abort()
         idx_f.abort()
         raise
+    return {
+        "entry": entry,
+        "status": "written",
+        "seconds": time.perf_counter() - t0,
+        "device": tok.device,
+        "stages": stages,
+    }
+
+
+def resume_or_clear(spec: ShardSpec, settings_sha: str) -> dict | None:
+    """The shard's entry when its files still verify (the work is skipped), else None, and
+    its entry file is gone, so that nothing of the old shard can pass for complete."""
+    entry_path = os.path.join(spec.out_dir, f"{spec.name}.json")
+    for old in (_load_json(entry_path), spec.manifest_entry):
+        if _resumable(spec, old, settings_sha) and verify_entry(spec.out_dir, old) is None:
+            if not os.path.exists(entry_path):  # kept only in manifest.json: restore it
+                atomic_write_bytes(entry_path, _json_bytes(old), fsync=spec.fsync)
+            return old
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(entry_path)
+    return None
+
+
+def open_outputs(spec: ShardSpec) -> tuple[_HashedFile, _HashedFile]:
+    """The shard's temporary .bin and .idx (the idx starts with its leading 0)."""
+    writeback = spec.fsync and _early_writeback()
+    bin_f = _HashedFile(os.path.join(spec.out_dir, f"{spec.name}.bin"), writeback, spec.hash)
+    try:
+        idx_f = _HashedFile(os.path.join(spec.out_dir, f"{spec.name}.idx"), writeback, spec.hash)
+    except BaseException:
+        bin_f.abort()
+        raise
+    idx_f.write(np.zeros(1, dtype="<i8"))
+    return bin_f, idx_f
+
+
+def commit_shard(
+    spec: ShardSpec,
+    settings_sha: str,
+    source: dict,
+    counts: dict,
+    bin_f: _HashedFile,
+    idx_f: _HashedFile,
+) -> dict:
+    """Finish the shard's files, rename them into place and write its entry (last): the
+    entry. The caller aborts the files on an exception."""
+    bin_rec, idx_rec = bin_f.finish(spec.fsync), idx_f.finish(spec.fsync)
+    os.replace(bin_f.tmp, bin_f.final)
+    os.replace(idx_f.tmp, idx_f.final)
+    # No directory fsync here: the entry's (atomic_write_bytes, below) makes these two
+    # renames durable with its own. Until then a crash can lose them, but the entry does
+    # not exist yet, and an entry that survives without them fails verification (sizes,
+    # hashes) and the shard is redone. One fewer journal commit per shard.
     entry = {
         "name": spec.name,
         "source": spec.source,
@@ -209,14 +247,10 @@ def tokenize_shard(spec: ShardSpec, *, scan_stale: bool = True) -> dict:
         "idx": idx_rec,
     }
     _maybe_fault(spec, "before_entry")
-    atomic_write_bytes(entry_path, _json_bytes(entry), fsync=spec.fsync)
-    return {
-        "entry": entry,
-        "status": "written",
-        "seconds": time.perf_counter() - t0,
-        "device": tok.device,
-        "stages": stages,
-    }
+    atomic_write_bytes(
+        os.path.join(spec.out_dir, f"{spec.name}.json"), _json_bytes(entry), fsync=spec.fsync
+    )
+    return entry
 
 
 def _remove_stale_all(out_dir: str, names: set[str]) -> None:
@@ -241,18 +275,7 @@ def _pipeline(spec: ShardSpec, tok, bin_f: _HashedFile, idx_f: _HashedFile) -> t
         ("documents", "tokens", "text_bytes", "skipped_invalid_utf8", "skipped_empty"), 0
     )
     stages = dict.fromkeys(STAGES, 0.0)
-    idx_f.write(np.zeros(1, dtype="<i8"))
-    batches = read_shard(
-        spec.path,
-        spec.format,
-        field=spec.field,
-        text_separator=spec.text_separator,
-        errors=spec.errors,
-        batch_bytes=spec.batch_bytes,
-        min_batch_bytes=_min_batch_bytes(spec, tok),
-        parquet_decoder=_parquet_decoder(spec.parquet_decoder, tok),
-    )
-    reader = _prefetch(batches)
+    reader = _prefetch(shard_batches(spec, tok, _min_batch_bytes(spec, tok)))
     with (
         contextlib.closing(reader),  # on errors too: stops the reader thread now
         ThreadPoolExecutor(1, thread_name_prefix="gputok-corpus-writer") as writer,
@@ -287,6 +310,21 @@ def _pipeline(spec: ShardSpec, tok, bin_f: _HashedFile, idx_f: _HashedFile) -> t
             pending.popleft().result()
         stages["write_wait"] += time.perf_counter() - t_wait
     return counts, stages
+
+
+def shard_batches(spec: ShardSpec, tok, min_batch_bytes: int) -> Iterator:
+    """The shard's batches (read_shard with the spec's settings; Parquet decoded for ``tok``'s
+    device)."""
+    return read_shard(
+        spec.path,
+        spec.format,
+        field=spec.field,
+        text_separator=spec.text_separator,
+        errors=spec.errors,
+        batch_bytes=spec.batch_bytes,
+        min_batch_bytes=min_batch_bytes,
+        parquet_decoder=_parquet_decoder(spec.parquet_decoder, tok),
+    )
 
 
 def _timed(it, stages: dict) -> Iterator:

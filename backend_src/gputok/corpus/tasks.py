@@ -34,7 +34,15 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 
-from .shard import _remove_stale_all, _tokenizer, _worker_device_id, tokenize_shard
+from .group import SMALL_SHARD_BYTES, tokenize_joined
+from .manifest import _settings, settings_digest
+from .shard import (
+    _remove_stale_all,
+    _tokenizer,
+    _worker_device_id,
+    resume_or_clear,
+    tokenize_shard,
+)
 from .spec import ShardSpec
 
 # Input bytes per task that grouping aims at (tokenize_corpus's task_bytes): a task of 64 MB
@@ -79,21 +87,57 @@ def group_specs(
 
 
 def tokenize_group(specs: Sequence[ShardSpec]) -> list[dict]:
-    """One task: tokenize_shard on each spec in turn (the Dask task, or a thread's in
-    process). A shard that fails is recorded with its error and the others go on, as they do
-    when each shard is its own task. One scan of the output directory for leftover temporary
-    files serves the whole group (it was one scan per shard, of a directory that holds three
-    files per shard)."""
-    if specs:
-        _remove_stale_all(specs[0].out_dir, {s.name for s in specs})
+    """One task (the Dask task, or a thread's in process): its shards' results, in order. A
+    shard that fails is recorded with its error and the others go on, as they do when each
+    shard is its own task. Small shards that need redoing go through the tokenizer together
+    (group.tokenize_joined: joined calls, one reader and one writer for the task); the others,
+    and any that the joined path hands back, run alone (tokenize_shard). One scan of the
+    output directory for leftover temporary files serves the whole group (it was one scan per
+    shard, of a directory that holds three files per shard)."""
+    if not specs:
+        return []
+    _remove_stale_all(specs[0].out_dir, {s.name for s in specs})
+    done: dict[str, dict] = {}
+    small, small_bytes = [], 0
+    for spec in specs:
+        size = _joinable_size(spec)
+        if size is None:
+            continue
+        try:
+            kept = resume_or_clear(spec, settings_digest(_settings(spec)))
+        except Exception:  # noqa: BLE001 - tokenize_shard meets it again and names it
+            continue
+        if kept is not None:
+            done[spec.name] = {"entry": kept, "status": "verified", "seconds": 0.0}
+        else:
+            small.append(spec)
+            small_bytes += size
+    if len(small) > 1:
+        with contextlib.suppress(Exception):  # anything unforeseen: every shard alone
+            results, _alone = tokenize_joined(small, small_bytes)
+            done.update((r["entry"]["name"], r) for r in results)
     out = []
     for spec in specs:
-        try:
-            res = tokenize_shard(spec, scan_stale=False)
-        except Exception as e:  # noqa: BLE001 - reported per shard, like a failed task
-            res = {"error": f"{type(e).__name__}: {e}"}
+        res = done.get(spec.name)
+        if res is None:
+            try:
+                res = tokenize_shard(spec, scan_stale=False)
+            except Exception as e:  # noqa: BLE001 - reported per shard, like a failed task
+                res = {"error": f"{type(e).__name__}: {e}"}
         out.append({**res, "name": spec.name})
     return out
+
+
+def _joinable_size(spec: ShardSpec) -> int | None:
+    """The input file's size when ``spec`` may join others in one tokenizer call (small,
+    readable, no test fault hook), else None."""
+    if spec.fault:
+        return None
+    try:
+        size = os.stat(spec.path).st_size
+    except OSError:
+        return None
+    return size if size <= SMALL_SHARD_BYTES else None
 
 
 def warm(spec: ShardSpec) -> dict:

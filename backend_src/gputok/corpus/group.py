@@ -1,0 +1,218 @@
+"""Small shards through the tokenizer together: tokenize_group's fast path.
+
+A shard of 1 MB alone is one reader, one tokenizer call, one writer thread and one
+read-tokenize-write chain too short to overlap. Here the small shards of a task are read whole
+one after another (one reader thread for the task), their documents joined into calls of about
+the task's batch target, and each call's ids split back per shard on one writer thread: each
+shard still gets its own files and manifest entry, byte-equal to its own run (tested).
+
+Anything unusual sends a shard down tokenize_shard, alone, so that it succeeds or fails
+exactly as it would have: a reader error (that shard), the line-by-line JSONL path (a file
+Arrow does not take cleanly: that shard), a test fault hook (that shard), and any error of a
+joined call (every shard of that call: invalid UTF-8 under strict or skip, an id outside
+uint16).
+
+Cost (2-core dev VM shared with other jobs, CPU tokenizer, 2026-11-25, the same 210 MB of
+the bench corpus; bench/results/2026-11-25-corpus-small-shards.md): see that note for the
+figures before and after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ._common import STAGES
+from .batch import _batch_target, _prefetch
+from .manifest import _settings, settings_digest
+from .shard import (
+    _min_batch_bytes,
+    _source_stat,
+    _tokenizer,
+    _worker_device_id,
+    _worker_io,
+    commit_shard,
+    open_outputs,
+    shard_batches,
+)
+from .spec import ShardSpec
+
+# Input files up to this size join calls with others; a larger one runs its own pipeline
+# (its batches already fill calls and overlap). A joined shard is held whole in memory.
+SMALL_SHARD_BYTES = 16 << 20
+
+
+@dataclasses.dataclass
+class _Part:
+    """One small shard read whole: its documents as pieces of bytes (views into the reader's
+    buffers) and spans into their concatenation."""
+
+    spec: ShardSpec
+    source: dict
+    pieces: list
+    spans: np.ndarray  # (n, 2) int64 into the concatenated pieces
+    nbytes: int  # bytes of the pieces
+    text_bytes: int
+    skipped_invalid_utf8: int
+    skipped_empty: int
+
+
+@dataclasses.dataclass
+class _Call:
+    """The parts of one joined tokenizer call and its buffer and spans."""
+
+    parts: list
+    data: np.ndarray
+    spans: np.ndarray
+
+
+def _read_part(spec: ShardSpec, tok) -> _Part | None:
+    """``spec``'s documents as a _Part, or None when the shard must go alone (the
+    line-by-line JSONL path, which yields str documents). Reader errors propagate."""
+    source = _source_stat(spec.path)
+    batches = shard_batches(spec, tok, spec.batch_bytes)
+    pieces, spans, at, skipped_bad, skipped_empty, text = [], [], 0, 0, 0, 0
+    for b in batches:
+        if b.docs is not None:
+            return None
+        skipped_bad += b.skipped_invalid_utf8
+        s = b.spans()
+        if spec.skip_empty:
+            keep = s[:, 1] > s[:, 0]
+            skipped_empty += int(len(s) - keep.sum())
+            s = s[keep]
+        if not len(s):
+            continue
+        lo, hi = int(s[:, 0].min()), int(s[:, 1].max())
+        pieces.append(np.frombuffer(b.data, dtype=np.uint8)[lo:hi])
+        spans.append(s - (lo - at))
+        text += int((s[:, 1] - s[:, 0]).sum())
+        at += hi - lo
+    sp = np.concatenate(spans) if spans else np.zeros((0, 2), np.int64)
+    return _Part(spec, source, pieces, sp, at, text, skipped_bad, skipped_empty)
+
+
+def _calls(specs: Sequence[ShardSpec], tok, target: int, alone: list) -> Iterator[_Call]:
+    """The shards' parts joined into calls of about ``target`` bytes (on the reader thread).
+    Shards that must go alone are appended to ``alone``."""
+    parts: list[_Part] = []
+    size = 0
+    for spec in specs:
+        try:
+            part = _read_part(spec, tok)
+        except Exception:  # noqa: BLE001 - tokenize_shard reads it again and names the error
+            part = None
+        if part is None:
+            alone.append(spec)
+            continue
+        parts.append(part)
+        size += part.nbytes
+        if size >= target:
+            yield _join(parts)
+            parts, size = [], 0
+    if parts:
+        yield _join(parts)
+
+
+def _join(parts: list[_Part]) -> _Call:
+    data = np.concatenate([p for part in parts for p in part.pieces] or [np.zeros(0, np.uint8)])
+    spans, at = [], 0
+    for part in parts:
+        spans.append(part.spans + at)
+        at += part.nbytes
+    return _Call(parts, data, np.concatenate(spans))
+
+
+def _write_call(call: _Call, ids: np.ndarray, ends: np.ndarray, sha: str) -> list:
+    """Each part's slice of the call's packed ids into its own shard files and entry (the
+    writer thread): [(spec, entry or exception)]."""
+    out, doc, tok_at = [], 0, 0
+    for part in call.parts:
+        n = len(part.spans)
+        stop = int(ends[doc + n - 1]) if n else tok_at
+        counts = {
+            "documents": n,
+            "tokens": stop - tok_at,
+            "text_bytes": part.text_bytes,
+            "skipped_invalid_utf8": part.skipped_invalid_utf8,
+            "skipped_empty": part.skipped_empty,
+        }
+        try:
+            bin_f, idx_f = open_outputs(part.spec)
+        except Exception as e:  # noqa: BLE001 - that shard goes alone
+            out.append((part.spec, e))
+            doc, tok_at = doc + n, stop
+            continue
+        try:
+            bin_f.write(ids[tok_at:stop])
+            idx_f.write((ends[doc : doc + n] - tok_at).astype("<i8", copy=False))
+            out.append((part.spec, commit_shard(part.spec, sha, part.source, counts, bin_f, idx_f)))
+        except Exception as e:  # noqa: BLE001 - that shard goes alone
+            bin_f.abort()
+            idx_f.abort()
+            out.append((part.spec, e))
+        doc, tok_at = doc + n, stop
+    return out
+
+
+def tokenize_joined(specs: Sequence[ShardSpec], group_bytes: int) -> tuple[list, list]:
+    """Tokenize the shards ``specs`` (small, not resumable: their entries are gone) in joined
+    calls: ([result of each shard written], [the specs that must go alone])."""
+    spec0 = specs[0]
+    _worker_io()
+    tok = _tokenizer(spec0.device, _worker_device_id(spec0))
+    sha = settings_digest(_settings(spec0))
+    target = _batch_target(spec0.batch_bytes, group_bytes, _min_batch_bytes(spec0, tok))
+    eot = 50256 if spec0.eot else None
+    kw = {
+        "num_threads": spec0.num_threads,
+        "disallowed_special": (),
+        "errors": "replace" if spec0.errors == "replace" else "strict",
+        "separator": eot,
+    }
+    alone: list = []
+    written: list = []
+    stages = dict.fromkeys(STAGES, 0.0)
+    t0 = time.perf_counter()
+    reader = _prefetch(_calls(specs, tok, target, alone))
+    with ThreadPoolExecutor(1, thread_name_prefix="gputok-corpus-writer") as writer:
+        pending = []
+        while True:
+            t = time.perf_counter()
+            call = next(reader, None)
+            stages["read_wait"] += time.perf_counter() - t
+            if call is None:
+                break
+            t = time.perf_counter()
+            try:
+                ids, ends = tok.encode_buffer_uint16(call.data, call.spans, **kw)
+            except Exception:  # noqa: BLE001 - each shard alone: its own error or result
+                alone += [p.spec for p in call.parts]
+                continue
+            finally:
+                stages["encode"] += time.perf_counter() - t
+            pending.append(writer.submit(_write_call, call, ids, ends, sha))
+        t = time.perf_counter()
+        for fut in pending:
+            written += fut.result()
+        stages["write_wait"] += time.perf_counter() - t
+    alone += [s for s, r in written if isinstance(r, BaseException)]
+    done = [(s, r) for s, r in written if not isinstance(r, BaseException)]
+    # The task's time and stages shared out by text bytes, so that sums over shards hold.
+    took = time.perf_counter() - t0
+    total = sum(r["text_bytes"] for _, r in done) or 1
+    results = [
+        {
+            "entry": r,
+            "status": "written",
+            "seconds": took * r["text_bytes"] / total,
+            "device": tok.device,
+            "stages": {k: v * r["text_bytes"] / total for k, v in stages.items()},
+        }
+        for _, r in done
+    ]
+    return results, alone
