@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import gputok
 from gputok import _core
 from gputok import _corpus_native as native
 from gputok import corpus as C
@@ -64,3 +65,20 @@ def test_decoder_modes(monkeypatch):
     assert C.shard_spec({}, "a", "", "n", "o").parquet_decoder == "auto"
     with pytest.raises(ValueError, match="parquet_decoder must be one of"):
         C.tokenize_corpus([], "out", parquet_decoder="fast")
+
+
+def test_gpu_decoder_errors_are_the_tokenizers_public_ones(tmp_path):
+    """The decoder's CUDA errors come out as gputok.CudaError (a RuntimeError), whichever module
+    raised them; a library that is not nvCOMP's, or no library at all, is refused by name."""
+    ok, why = gputok.cuda_available()
+    if "without CUDA" in why:
+        pytest.skip(why)  # the CPU-only build's decoder refuses every construction
+    missing = str(tmp_path / "libnvcomp.so.6")
+    with pytest.raises(gputok.CudaError, match="cannot load nvCOMP from .*libnvcomp.so.6"):
+        native.GpuPageDecoder(nvcomp_library=missing)
+    libc = "libc.so.6"  # loads, and has no nvCOMP symbols
+    with pytest.raises(gputok.CudaError, match="lacks nvCOMP 6's batched snappy"):
+        native.GpuPageDecoder(nvcomp_library=libc)
+    if not ok:
+        with pytest.raises(gputok.CudaError, match="no CUDA device"):
+            native.GpuPageDecoder()

@@ -291,14 +291,16 @@ void GpuPageDecoder::Impl::copy_out(DecodeSlot& S, const DecodeJobs& j, const ch
 }
 
 GpuPageDecoder::GpuPageDecoder(PageDecoderOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->opt = std::move(options);
+  const PageDecoderOptions& o = impl->opt;
+  // The library first: a wrong path says so on any machine, a GPU-less one included.
+  if (!o.nvcomp_library.empty()) impl->nvcomp = std::make_unique<NvcompSnappy>(o.nvcomp_library);
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     cudaGetLastError();
     throw CudaError("no CUDA device for the GPU page decoder");
   }
-  auto impl = std::make_unique<Impl>();
-  impl->opt = std::move(options);
-  const PageDecoderOptions& o = impl->opt;
   impl->pool_limit.store(o.pool_limit_bytes);
   if (o.segment_bytes) {
     // bytes per walk segment, a power of two from 256 to 64 KiB (others round down)
@@ -308,7 +310,6 @@ GpuPageDecoder::GpuPageDecoder(PageDecoderOptions options) {
   }
   for (int d = 0; d < 3; ++d)  // an unknown name keeps the default
     if (o.decode == kSnappyDecodeNames[d]) impl->snappy.decode = SnappyDecode(d);
-  if (!o.nvcomp_library.empty()) impl->nvcomp = std::make_unique<NvcompSnappy>(o.nvcomp_library);
   GPUTOK_CUDA(cudaSetDevice(o.device_id));
   impl_ = std::move(impl);
 }
