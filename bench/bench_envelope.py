@@ -101,24 +101,32 @@ def tuning_of(gputok, spec: str):
     return t, kw
 
 
-def best_gigatoken(sample: list[str], want):
-    """gigatoken's faster exact constructor on `sample` (None when it is missing)."""
+def gigatoken_makers() -> list:
+    """(name, constructor) of gigatoken's two exact GPT-2 configurations; [] when missing."""
     try:
         import gigatoken as gtk
 
         from references import hf_gpt2
     except Exception as e:  # noqa: BLE001 - reported, not fatal
         log(f"gigatoken unavailable: {e}")
-        return None, None
+        return []
     path = REPO / "backend_src" / "gputok" / "data" / "gpt2.tiktoken"
-    cands = {}
-    for name, make in (
+    return [
         (
             "from_tiktoken(gpt2)",
             lambda: gtk.Tokenizer.from_tiktoken(str(path), pretokenizer="gpt2"),
         ),
         ("Tokenizer(hf)", lambda: gtk.Tokenizer(hf_gpt2())),
-    ):
+    ]
+
+
+def best_gigatoken(sample: list[str], want):
+    """gigatoken's faster exact constructor on `sample` (None when it is missing)."""
+    makers = gigatoken_makers()
+    if not makers:
+        return None, None
+    cands = {}
+    for name, make in makers:
         try:
             g = make()
             got = g.encode_batch_list(sample, parallel=True)

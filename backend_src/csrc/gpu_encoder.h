@@ -111,9 +111,11 @@ struct GpuTuning {
   int warp_min_small = 8;     // ... in chunks of at most 1 MiB
   int64_t memo_slots = -1;    // slots of the per-chunk miss memo; 0: none; -1: by chunk size
   uint32_t fused_max_bytes = uint32_t(128) << 10;  // one cooperative launch up to this; 0: never
-  int coop_blocks = 0;      // cap on the fused kernel's blocks; 0: one per SM
-  int pair_sparser = 2;     // device pair table: 2^this times the CPU table's slots (0-4)
-  size_t encode_slots = 4;  // calls that run at once (1-8)
+  int coop_blocks = 0;           // cap on the fused kernel's blocks; 0: one per SM
+  bool fused_lean = true;        // false: the fused kernel with nine grid barriers instead of three
+  bool lean_take_early = false;  // lean: warps take listed pieces before the second barrier
+  int pair_sparser = 2;          // device pair table: 2^this times the CPU table's slots (0-4)
+  size_t encode_slots = 4;       // calls that run at once (1-8)
   // Large calls: chunks of at most chunk_bytes of text, `lanes` of them in flight (staging,
   // upload, kernels, download and copy-out of different chunks overlap); 1 lane: one chunk
   // at a time. The pool limit shrinks the chunks so that every lane fits under it. H100,

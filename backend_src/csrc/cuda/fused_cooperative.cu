@@ -39,10 +39,9 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
-#include <cub/block/block_reduce.cuh>
-#include <cub/block/block_scan.cuh>
 
 #include "common.cuh"
+#include "coop_device.cuh"
 #include "kernels.cuh"
 #include "per_word_device.cuh"
 #include "pretok_device.cuh"
@@ -53,77 +52,10 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kCoopThreads = 256;
-constexpr int kCoopWarps = kCoopThreads / 32;
-constexpr int kCoopWarpCap = 256;  // parts per warp in shared memory, as per_word_long_kernel
-constexpr int kCoopRegPiece = 16;  // misses up to this long merge in registers
-
-using CoopScan = cub::BlockScan<uint32_t, kCoopThreads>;
-using CoopReduce = cub::BlockReduce<uint32_t, kCoopThreads>;
-
 struct CoopShared {
-  union {
-    typename CoopScan::TempStorage scan;
-    typename CoopReduce::TempStorage reduce;
-  } tmp;
-  uint32_t prefix;
-  int32_t A[kCoopWarps][kCoopWarpCap];
-  uint32_t R[kCoopWarps][kCoopWarpCap];
-  int32_t MG[kCoopWarps][kCoopWarpCap];
-  uint8_t F[kCoopWarps][kCoopWarpCap];
+  CoopScanShared s;
+  CoopWarpShared w;
 };
-
-// GpuTuning::profile: block 0 stamps the global timer (ns) at the start and after every
-// barrier, so the profile line can split the kernel by stage.
-__device__ __forceinline__ void stamp(const ChunkDev& c, int k) {
-  if (c.phase_ns && blockIdx.x == 0 && threadIdx.x == 0) {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    c.phase_ns[k] = t;
-  }
-}
-
-// Sum of sums[0, b), computed by the whole block (after a grid barrier).
-__device__ uint32_t block_prefix(CoopShared& sh, const uint32_t* sums, uint32_t b) {
-  uint32_t acc = 0;
-  for (uint32_t k = threadIdx.x; k < b; k += kCoopThreads) acc += __ldcg(sums + k);
-  const uint32_t total = CoopReduce(sh.tmp.reduce).Sum(acc);
-  if (threadIdx.x == 0) sh.prefix = total;
-  __syncthreads();
-  const uint32_t p = sh.prefix;
-  __syncthreads();  // tmp and prefix are reused next
-  return p;
-}
-
-// How many i in [lo, hi) satisfy pred(i), over the block's tiles [lo, lo + span) (pred runs
-// only for i < hi). All threads of the block call it.
-template <class Pred>
-__device__ uint32_t count_range(uint32_t lo, uint32_t span, uint32_t hi, Pred pred) {
-  uint32_t count = 0;
-  for (uint32_t t = lo; t < lo + span; t += kCoopThreads) {
-    const uint32_t i = t + threadIdx.x;
-    count += uint32_t(__syncthreads_count(i < hi && pred(i)));
-  }
-  return count;
-}
-
-// In order over the same tiles: emit(i, in_range, flagged, carry + rank among the flagged),
-// starting from `carry`; returns carry + the number flagged.
-template <class Flag, class Emit>
-__device__ uint32_t scan_range(CoopShared& sh, uint32_t carry, uint32_t lo, uint32_t span,
-                               uint32_t hi, Flag flag, Emit emit) {
-  for (uint32_t t = lo; t < lo + span; t += kCoopThreads) {
-    const uint32_t i = t + threadIdx.x;
-    const bool in = i < hi;
-    const uint32_t f = in && flag(i) ? 1u : 0u;
-    uint32_t pos, agg;
-    CoopScan(sh.tmp.scan).ExclusiveSum(f, pos, agg);
-    emit(i, in, f != 0, carry + pos);
-    carry += agg;
-    __syncthreads();  // the scan's temp storage is reused
-  }
-  return carry;
-}
 
 __global__ void __launch_bounds__(kCoopThreads)
     fused_cooperative_kernel(UnicodeTableView uni, VocabView v, PieceCacheView cache, ChunkDev c,
@@ -133,7 +65,7 @@ __global__ void __launch_bounds__(kCoopThreads)
   const uint32_t n = c.n, tid = threadIdx.x, b = blockIdx.x, nb = gridDim.x;
   const uint32_t gtid = b * kCoopThreads + tid, gstride = nb * kCoopThreads;
   // This block's byte range, whole tiles of kCoopThreads.
-  const uint32_t span = ((n + nb - 1) / nb + kCoopThreads - 1) / kCoopThreads * kCoopThreads;
+  const uint32_t span = coop_span(n, nb);
   const uint32_t lo = min(n, b * span), hi = min(n, lo + span);
   uint32_t* sums_pieces = c.block_sums;
   uint32_t* sums_tokens = c.block_sums + nb;
@@ -161,7 +93,7 @@ __global__ void __launch_bounds__(kCoopThreads)
   // 2b: piece starts, in order (piece_flag[i] was written by this thread in 2a).
   {
     const uint32_t end = scan_range(
-        sh, block_prefix(sh, sums_pieces, b), lo, span, hi,
+        sh.s, block_prefix(sh.s, sums_pieces, b), lo, span, hi,
         [&](uint32_t i) { return c.piece_flag[i] != 0; },
         [&](uint32_t i, bool, bool f, uint32_t at) {
           if (f) c.piece_starts[at] = i;
@@ -203,8 +135,8 @@ __global__ void __launch_bounds__(kCoopThreads)
       const uint32_t e = p + 1 < np ? __ldcg(c.piece_starts + p + 1) : n;
       const int len = int(e - s);
       merge_listed_piece(v, c.text, s, len, len <= kCoopWarpCap,
-                         WarpParts{sh.A[warp], sh.R[warp], sh.F[warp], sh.MG[warp]}, c.tok, c.aux,
-                         c.piece_flag, int(lane), multi);
+                         WarpParts{sh.w.A[warp], sh.w.R[warp], sh.w.F[warp], sh.w.MG[warp]}, c.tok,
+                         c.aux, c.piece_flag, int(lane), multi);
     }
   }
   grid.sync();
@@ -219,8 +151,8 @@ __global__ void __launch_bounds__(kCoopThreads)
 
   // 5b: ids compacted; aux[i] = tokens before byte i (aux[n] = the total).
   {
-    const uint32_t total = scan_range(sh, block_prefix(sh, sums_tokens, b), lo, span, hi, is_token,
-                                      [&](uint32_t i, bool in, bool f, uint32_t at) {
+    const uint32_t total = scan_range(sh.s, block_prefix(sh.s, sums_tokens, b), lo, span, hi,
+                                      is_token, [&](uint32_t i, bool in, bool f, uint32_t at) {
                                         if (in) c.aux[i] = int32_t(at);
                                         if (f) c.ids_out[at] = __ldcg(c.tok + i);
                                       });
@@ -249,13 +181,7 @@ __global__ void __launch_bounds__(kCoopThreads)
 }  // namespace
 
 int fused_cooperative_max_blocks(int n_sms) {
-  int device = 0, coop = 0, per_sm = 0;
-  GPUTOK_CUDA(cudaGetDevice(&device));
-  GPUTOK_CUDA(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
-  if (!coop) return 0;
-  GPUTOK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_cooperative_kernel,
-                                                            kCoopThreads, 0));
-  return std::min(per_sm * n_sms, kMaxCoopBlocks);
+  return coop_resident_blocks(fused_cooperative_kernel, n_sms);
 }
 
 int launch_fused_cooperative(const ChunkDev& c, UnicodeTableView uni, VocabView v,

@@ -257,9 +257,10 @@ struct EncodeLane {
   cuda_detail::ChunkDev c;
   size_t n_units = 0, head = 0;
   uint32_t n_pieces_host = 0;
-  bool empty = true, small = false, fused = false, direct = false, direct_head = false;
+  bool empty = true, small = false, fused = false, lean = false, direct = false;
+  bool direct_head = false;
   bool graph = false;
-  double t_stage_us = 0, t_submit_us = 0;
+  double t_stage_us = 0, t_launch_us = 0, t_submit_us = 0;  // GpuTuning::profile
 
   void open(bool blocking_sync) {
     if (!stream) GPUTOK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -305,6 +306,7 @@ struct GpuEncoder::Impl {
   int n_sms = 0;
   PerWordOptions per_word;  // from GpuTuning (kernels.cuh)
   int coop_blocks = 0;      // resident blocks of the fused kernel; 0: no fused path
+  int lean_blocks = 0;      // ... of the lean fused kernel (fused_lean.cu); 0: none
   DeviceTables tables;      // read-only once built: shared by every slot's kernels
   GpuCounters counters;     // the tables' allocations
   EncodeSlot encode_slots[kEncodeSlots];
@@ -358,7 +360,9 @@ void GpuEncoder::Impl::apply(const GpuTuning& t) {
   // One block per SM: grid barriers over 132 blocks cost less than over the ~4 per SM that
   // fit, and a mid-size input has no more work than that (76 KB: 0.105 -> 0.088 ms).
   coop_blocks = std::min(fused_cooperative_max_blocks(n_sms), n_sms);
+  lean_blocks = t.fused_lean ? std::min(fused_lean_max_blocks(n_sms), n_sms) : 0;
   if (t.coop_blocks > 0) coop_blocks = std::min(coop_blocks, t.coop_blocks);
+  if (t.coop_blocks > 0) lean_blocks = std::min(lean_blocks, t.coop_blocks);
 }
 
 GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options, GpuTuning tuning) {
@@ -503,6 +507,8 @@ void GpuEncoder::Impl::lay_out(Carver& cv, EncodeLane& L, uint32_t n, size_t n_u
   L.small = per_word_alg && gpu_pretok && n <= kSmallMaxBytes;
   L.fused =
       per_word_alg && gpu_pretok && !L.small && n <= tuning.fused_max_bytes && coop_blocks > 0;
+  // The lean kernel takes at most kLeanSpan bytes per block.
+  L.lean = L.fused && lean_blocks > 0 && uint64_t(n) <= uint64_t(lean_blocks) * kLeanSpan;
   const uint32_t memo_n = per_word_alg && per_word.split && !L.small && !L.fused
                               ? memo_slots_for(n, tuning.memo_slots)
                               : 0;
@@ -516,7 +522,7 @@ void GpuEncoder::Impl::lay_out(Carver& cv, EncodeLane& L, uint32_t n, size_t n_u
   c.piece_starts = cv.take<uint32_t>(size_t(n) + 1);
   c.counters = cv.take<uint32_t>(16);
   c.long_cap = n / (kWarpMinFloor + 1) + 1;
-  c.long_list = cv.take<uint32_t>(c.long_cap);
+  c.long_list = cv.take<uint32_t>(L.lean ? 2 * size_t(c.long_cap) : c.long_cap);
   c.tok = cv.take<int32_t>(size_t(n) + 1);
   c.aux = cv.take<int32_t>(size_t(n) + 1);
   c.scratch = per_word_alg ? nullptr : cv.take<int32_t>(size_t(n) * 4);  // blockbpe: 16 B/B
@@ -606,7 +612,10 @@ void GpuEncoder::Impl::submit_chunk(EncodeSlot& S, EncodeLane& L, char* dev, con
   const bool gpu_pretok = o.gpu_pretokenize;
   Carver cv(dev);
   lay_out(cv, L, off, n_units, algorithm, gpu_pretok);
+  const auto t_stage = clk::now();
   stage_chunk(S, L, o, gpu_pretok, t);
+  const auto t_staged = clk::now();
+  L.t_stage_us = std::chrono::duration<double, std::micro>(t_staged - t_stage).count();
   const uint32_t n = off;
   L.head = 64 + ((n_units * 4 + 63) & ~size_t(63));
   L.pin_out.ensure(L.head + (L.small || n <= kDirectMaxBytes ? size_t(n) * 4 : 0),
@@ -616,7 +625,9 @@ void GpuEncoder::Impl::submit_chunk(EncodeSlot& S, EncodeLane& L, char* dev, con
   // The fused kernel also writes the counts and unit ends there: no copies back at all.
   L.direct_head = L.direct && L.fused;
   if (L.direct_head) L.c.host_head = reinterpret_cast<uint32_t*>(L.pin_out.device_base());
+  const auto t_enqueue = clk::now();
   enqueue_kernels(S, L, algorithm, gpu_pretok);
+  L.t_launch_us = std::chrono::duration<double, std::micro>(clk::now() - t_enqueue).count();
   // Counters and unit ends first (the token count sizes the ids copy). A small chunk copies
   // ids for the worst case (n tokens, <= 4 KB) in the same round trip; a direct chunk's
   // scatter kernel has already written them into the lane's pin_out.
@@ -651,10 +662,13 @@ void GpuEncoder::Impl::enqueue_kernels(EncodeSlot& S, EncodeLane& L, Algorithm a
     const VocabView v = tables.vocab();
     const PieceCacheView cache = tuning.piece_cache ? tables.cache() : PieceCacheView{};
     if (L.small || L.fused) {  // the whole per_word pipeline in one launch
-      launches += L.small ? launch_fused_small(c, tables.unicode(), v, cache, L.stream)
-                          : launch_fused_cooperative(c, tables.unicode(), v, cache,
-                                                     per_word.warp_min_for(c.n),
-                                                     per_word.multi_rank, coop_blocks, L.stream);
+      const uint32_t wm = per_word.warp_min_for(c.n);
+      const UnicodeTableView uni = tables.unicode();
+      launches += L.small  ? launch_fused_small(c, uni, v, cache, L.stream)
+                  : L.lean ? launch_fused_lean(c, uni, v, cache, wm, per_word.multi_rank,
+                                               tuning.lean_take_early, lean_blocks, L.stream)
+                           : launch_fused_cooperative(c, uni, v, cache, wm, per_word.multi_rank,
+                                                      coop_blocks, L.stream);
       if (prof)
         for (cudaEvent_t e : {L.ev_pre, L.ev_mid, L.ev_merge})
           GPUTOK_CUDA(cudaEventRecord(e, L.stream));
@@ -740,9 +754,11 @@ void GpuEncoder::Impl::print_chunk(EncodeLane& L, uint32_t total, float ms, Algo
     GPUTOK_CUDA(cudaMemcpy(ts, L.c.phase_ns, sizeof ts, cudaMemcpyDeviceToHost));
     static const char* names[kCoopStamps - 1] = {"zero",  "units", "flags", "starts", "pieces",
                                                  "warps", "count", "ids",   "ends"};
-    stages = " [fused:";
-    for (int k = 1; k < kCoopStamps; ++k)
-      stages += " " + std::string(names[k - 1]) + " " +
+    static const char* lean_names[4] = {"starts", "pieces", "warps", "ids"};
+    const int stamps = L.lean ? 5 : kCoopStamps;
+    stages = L.lean ? " [lean:" : " [fused:";
+    for (int k = 1; k < stamps; ++k)
+      stages += " " + std::string(L.lean ? lean_names[k - 1] : names[k - 1]) + " " +
                 std::to_string(double(ts[k] - ts[k - 1]) / 1e3).substr(0, 5);
     stages += " us]";
   }
@@ -752,10 +768,11 @@ void GpuEncoder::Impl::print_chunk(EncodeLane& L, uint32_t total, float ms, Algo
   if (algorithm == Algorithm::kPerWord)
     GPUTOK_CUDA(cudaEventElapsedTime(&shortm, L.ev_pre, L.ev_mid));
   std::fprintf(stderr,
-               "[gputok gpu] %u bytes %zu units %u tokens: submit %.0f us, wait %.0f us "
-               "(kernels %.0f us: pretok %.0f, merge %.0f [short %.0f], compact %.0f)%s, "
-               "algorithm %d\n",
-               L.c.n, L.n_units, total, L.t_submit_us, wait_us, ms * 1e3, pre * 1e3, merge * 1e3,
-               shortm * 1e3, (ms - pre - merge) * 1e3, stages.c_str(), int(algorithm));
+               "[gputok gpu] %u bytes %zu units %u tokens: submit %.0f us (staging %.1f, "
+               "launch %.1f), wait %.0f us (kernels %.0f us: pretok %.0f, merge %.0f [short "
+               "%.0f], compact %.0f)%s, algorithm %d\n",
+               L.c.n, L.n_units, total, L.t_submit_us, L.t_stage_us, L.t_launch_us, wait_us,
+               ms * 1e3, pre * 1e3, merge * 1e3, shortm * 1e3, (ms - pre - merge) * 1e3,
+               stages.c_str(), int(algorithm));
 }
 }  // namespace gputok

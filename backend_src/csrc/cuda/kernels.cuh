@@ -133,6 +133,14 @@ int fused_cooperative_max_blocks(int n_sms);
 int launch_fused_cooperative(const ChunkDev& c, UnicodeTableView uni, VocabView v,
                              PieceCacheView cache, uint32_t warp_min, bool multi, int max_blocks,
                              cudaStream_t stream);
+// The same work with three grid barriers instead of nine (fused_lean.cu): at most kLeanSpan
+// bytes per block, so a chunk of n bytes needs n / kLeanSpan blocks (rounded up) at least.
+// Its long_list holds (start, length) pairs: 2 * long_cap entries.
+constexpr uint32_t kLeanSpan = 4096;
+int fused_lean_max_blocks(int n_sms);
+int launch_fused_lean(const ChunkDev& c, UnicodeTableView uni, VocabView v, PieceCacheView cache,
+                      uint32_t warp_min, bool multi, bool take_early, int max_blocks,
+                      cudaStream_t stream);
 
 // Shared by the merge kernels.
 __device__ __forceinline__ uint32_t lookup_rank(VocabView v, uint32_t a, uint32_t b) {

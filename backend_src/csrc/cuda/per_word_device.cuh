@@ -69,8 +69,8 @@ __device__ __forceinline__ bool piece_as_token(VocabView v, PieceCacheView cache
 }
 
 // tiktoken's loop, one thread per piece (len <= kShortPiece), parts in local memory.
-__device__ __forceinline__ void merge_short_loop(VocabView v, const uint8_t* __restrict__ p,
-                                                 int len, int32_t* __restrict__ out) {
+__device__ __forceinline__ int merge_short_loop(VocabView v, const uint8_t* __restrict__ p, int len,
+                                                int32_t* __restrict__ out) {
   int32_t ids[kShortPiece];
   uint32_t rk[kShortPiece];
   for (int j = 0; j < len; ++j) ids[j] = v.byte_token[p[j]];
@@ -95,6 +95,7 @@ __device__ __forceinline__ void merge_short_loop(VocabView v, const uint8_t* __r
     if (bj > 0) rk[bj - 1] = lookup_rank(v, ids[bj - 1], ids[bj]);
   }
   for (int j = 0; j < len; ++j) out[j] = j < m ? ids[j] : -1;
+  return m;
 }
 
 // The same loop for len <= N with the parts in registers: every index is a compile-time
@@ -105,8 +106,8 @@ __device__ __forceinline__ void merge_short_loop(VocabView v, const uint8_t* __r
 // Each pair keeps the merged id from the same probe as its rank, so a merge needs one round
 // trip to memory (the two new neighbour pairs, probed in parallel) instead of two.
 template <int N>
-__device__ __forceinline__ void merge_short_regs(VocabView v, const uint8_t* __restrict__ p,
-                                                 int len, int32_t* __restrict__ out) {
+__device__ __forceinline__ int merge_short_regs(VocabView v, const uint8_t* __restrict__ p, int len,
+                                                int32_t* __restrict__ out) {
   int32_t ids[N], mg[N];
   uint32_t rk[N];
 #pragma unroll
@@ -160,19 +161,20 @@ __device__ __forceinline__ void merge_short_regs(VocabView v, const uint8_t* __r
 #pragma unroll
   for (int j = 0; j < N; ++j)
     if (j < len) out[j] = j < m ? ids[j] : -1;
+  return m;
 }
 
-// tiktoken's loop for one piece in one thread: in registers up to N bytes, else with the
-// parts in local memory (the miss kernel, the fused kernels).
+// tiktoken's loop for one piece in one thread (returns the number of ids): in registers up to N
+// bytes, else with the parts in local memory (the miss kernel, the fused kernels).
 template <int N>
-__device__ __forceinline__ void merge_thread(VocabView v, const uint8_t* __restrict__ p, int len,
-                                             int32_t* __restrict__ out) {
+__device__ __forceinline__ int merge_thread(VocabView v, const uint8_t* __restrict__ p, int len,
+                                            int32_t* __restrict__ out) {
   // Compared unsigned, as the fused kernel's lengths are: a signed compare took that kernel
   // from 80 registers to 64 plus 160 bytes more stack.
   if (uint32_t(len) <= uint32_t(N))
-    merge_short_regs<N>(v, p, len, out);
+    return merge_short_regs<N>(v, p, len, out);
   else
-    merge_short_loop(v, p, len, out);
+    return merge_short_loop(v, p, len, out);
 }
 
 // Both steps for one piece in one thread (the fused small-input kernel).

@@ -27,10 +27,14 @@ __device__ __forceinline__ uint32_t prev_lead(const uint8_t* text, uint32_t p) {
   return j;
 }
 
+// `unit_start` below is anything indexed by byte offset: the chunk's flag array, or a block's
+// window of it in shared memory (fused_lean.cu's WindowStarts).
+
 // Length (2 or 3) of the contraction that starts at byte p, or 0. Includes the condition
 // that p is a piece start at all (see the header comment).
+template <class Starts>
 __device__ __forceinline__ int contraction_at(UnicodeTableView uni, const uint8_t* text,
-                                              const uint8_t* unit_start, uint32_t p) {
+                                              const Starts& unit_start, uint32_t p) {
   if (text[p] != '\'') return 0;
   if (!unit_start[p]) {
     if (text[p - 1] == 0x20) return 0;
@@ -45,8 +49,9 @@ __device__ __forceinline__ int contraction_at(UnicodeTableView uni, const uint8_
   return 0;
 }
 
+template <class Starts>
 __device__ __forceinline__ bool piece_starts_at(UnicodeTableView uni, const uint8_t* text,
-                                                const uint8_t* unit_start, uint32_t i) {
+                                                const Starts& unit_start, uint32_t i) {
   const uint8_t b = text[i];
   if (utf8_is_continuation(b)) return false;
   if (unit_start[i]) return true;

@@ -1,0 +1,71 @@
+"""The lean fused kernel (cuda/fused_lean.cu: three grid barriers, the GPU path's default for
+one chunk of 4-128 KB) against the nine-barrier kernel it replaces (GpuTuning.fused_lean =
+False) and tiktoken: every id and every text's offsets, on inputs shaped for its per-block
+stages. Skipped where no CUDA device is usable; scripts/gpu_latency.sh runs it on the GPU
+machine."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+gputok = pytest.importorskip("gputok")
+_ok, _why = gputok.cuda_available()
+pytestmark = pytest.mark.skipif(not _ok, reason=f"no usable GPU: {_why}")
+
+
+def _tuned(**fields):
+    tuning = gputok.GpuTuning()
+    for name, value in fields.items():
+        setattr(tuning, name, value)
+    return gputok.gpt2(device="cuda", gpu_tuning=tuning)
+
+
+def _lean_edge_inputs(corpus):
+    """What the lean kernel handles per block: a block's range is whole tiles of 256 bytes,
+    so ASCII docs of 256 and 512 bytes end units on block edges; contractions and multi-byte
+    characters across an edge; empty units first, between and last; whitespace and digit
+    runs longer than several blocks (blocks with no piece start, a piece whose ids straddle
+    blocks); a CJK run of long pieces (the warps)."""
+    rng = random.Random(19)
+    joined = "".join(corpus[:2000])
+    edge = ["".join(rng.choice("ab cd'1s") for _ in range(256)) for _ in range(24)]
+    edge += ["".join(rng.choice("x y'll") for _ in range(512)) for _ in range(8)]
+    batch = ["", ""] + edge[:10] + ["", "x"] + edge[10:] + ["", ""]
+    contraction = ("a" * 253 + "'ll " + "b" * 250 + " it's") * 30
+    spaces = joined[:5000] + " " * 9000 + "x" + "\n" * 5000 + joined[5000:9000] + "7" * 4000
+    cjk = joined[:3000] + "日本語のテキスト" * 900
+    docs = [d for d in corpus if len(d.encode()) < 3000][:40]
+    head = "".join(corpus[:40]).encode()
+    cut = [[head[:n].decode("utf-8", "ignore")] for n in (12_200, 13_000)]
+    return [batch, [contraction], [spaces], [cjk], [joined[:40_000]], docs, *cut]
+
+
+def test_fused_lean_matches_the_nine_barrier_kernel(corpus, ref):
+    """With one block per SM, with 3 blocks (4 KB per block, its most: the 13 KB text then
+    takes the nine-barrier kernel) and with warps taking listed pieces early
+    (GpuTuning.lean_take_early); one launch per call either way. A build whose add_tokens
+    counted all of a piece's ids for its first block failed here (offsets differ)."""
+    nine = _tuned(fused_lean=False)
+    lean = {
+        "lean": gputok.gpt2(device="cuda"),
+        "lean, 3 blocks": _tuned(coop_blocks=3),
+        "lean, early": _tuned(lean_take_early=True),
+    }
+    for texts in _lean_edge_inputs(corpus):
+        assert 4096 < sum(len(t.encode()) for t in texts) <= 128 * 1024, "not the fused range"
+        want = ref.encode_ordinary_batch(texts, num_threads=8)
+        flat = [t for w in want for t in w]
+        assert flat, "tiktoken returned nothing: reference misbuilt"
+        ref_ids, ref_offs = nine.encode_batch_flat(texts, disallowed_special=())
+        assert ref_ids.tolist() == flat, "the nine-barrier kernel differs from tiktoken"
+        assert ref_offs.tolist() == np.cumsum([0] + [len(w) for w in want]).tolist()
+        for label, g in lean.items():
+            ids, offs = g.encode_batch_flat(texts, disallowed_special=())
+            assert np.array_equal(offs, ref_offs), f"{label}: offsets differ"
+            assert np.array_equal(ids, ref_ids), f"{label}: ids differ"
+            before = g.gpu_counters()["launches"]
+            g.encode_batch_flat(texts, disallowed_special=())
+            assert g.gpu_counters()["launches"] - before == 1, label
