@@ -18,6 +18,9 @@
 #include "../csrc/pretokenize.h"
 #include "../csrc/tokenizer.h"
 #include "../csrc/vocab.h"
+#include "fast_call.h"
+#include "id_list.h"
+#include "one_text.h"
 #include "py_buffers.h"
 
 namespace py = pybind11;
@@ -25,48 +28,17 @@ using namespace gputok;
 
 namespace {
 
-// Python text -> UTF-8 bytes without copying. A str's UTF-8 form is cached by CPython on
-// the object, so the view stays valid while `keep` holds the objects. A str with lone
-// surrogates cannot be UTF-8: tiktoken's fix-up (through UTF-16 with "replace") applies.
+// Texts as views (one_text.h's to_input), and what keeps them valid.
 struct Texts {
   std::vector<TextInput> inputs;
   std::vector<py::object> keep;
 };
 
-TextInput to_input(const py::handle& obj, std::vector<py::object>& keep) {
-  if (PyUnicode_Check(obj.ptr())) {
-    Py_ssize_t size = 0;
-    const char* data = PyUnicode_AsUTF8AndSize(obj.ptr(), &size);
-    if (data == nullptr) {
-      PyErr_Clear();
-      py::object fixed =
-          obj.attr("encode")("utf-16", "surrogatepass").attr("decode")("utf-16", "replace");
-      keep.push_back(fixed);
-      data = PyUnicode_AsUTF8AndSize(fixed.ptr(), &size);
-      if (data == nullptr) throw py::error_already_set();
-    }
-    return TextInput{std::string_view(data, size_t(size)), true};
-  }
-  if (PyBytes_Check(obj.ptr())) {
-    return TextInput{
-        std::string_view(PyBytes_AS_STRING(obj.ptr()), size_t(PyBytes_GET_SIZE(obj.ptr()))), false};
-  }
-  if (PyByteArray_Check(obj.ptr()) || PyMemoryView_Check(obj.ptr())) {
-    py::object copy = py::reinterpret_steal<py::object>(PyBytes_FromObject(obj.ptr()));
-    if (!copy) throw py::error_already_set();
-    keep.push_back(copy);
-    return TextInput{
-        std::string_view(PyBytes_AS_STRING(copy.ptr()), size_t(PyBytes_GET_SIZE(copy.ptr()))),
-        false};
-  }
-  throw py::type_error(std::string("expected str or bytes, got ") + Py_TYPE(obj.ptr())->tp_name);
-}
-
 Texts to_texts(const py::sequence& seq) {
   Texts t;
   t.inputs.reserve(seq.size());
   t.keep.push_back(seq);
-  for (const auto& item : seq) t.inputs.push_back(to_input(item, t.keep));
+  for (const auto& item : seq) t.inputs.push_back(bind::to_input(item, t.keep));
   return t;
 }
 
@@ -122,29 +94,6 @@ std::optional<int64_t> to_separator(const py::object& sep) {
   return overflow > 0 ? INT64_MAX : overflow < 0 ? INT64_MIN : int64_t(v);
 }
 
-// Token ids -> Python ints: the vocabulary's ids as int objects made once, so a list of ids
-// is an incref and a store per id instead of an allocation (PyLong_FromLong). Ids outside the
-// table (none come out of the encoder) are made as before.
-class IntTable {
- public:
-  explicit IntTable(size_t n) {
-    ints_.reserve(n);
-    for (size_t i = 0; i < n; ++i) ints_.push_back(py::int_(i));
-  }
-  PyObject* get(int32_t id) const {
-    if (uint32_t(id) < ints_.size()) return ints_[size_t(id)].inc_ref().ptr();
-    return PyLong_FromLong(id);
-  }
-  py::list list(const int32_t* ids, size_t n) const {
-    py::list out(n);
-    for (size_t i = 0; i < n; ++i) PyList_SET_ITEM(out.ptr(), py::ssize_t(i), get(ids[i]));
-    return out;
-  }
-
- private:
-  std::vector<py::int_> ints_;
-};
-
 EncodeArgs to_args(std::vector<int32_t> allowed, std::vector<int32_t> disallowed,
                    const std::string& errors, int num_threads) {
   return EncodeArgs{SpecialPolicy{std::move(allowed), std::move(disallowed)},
@@ -164,7 +113,7 @@ class Core {
        int device_id, size_t pool_limit, bool gpu_pretokenize, bool blocking_sync, int copy_threads,
        std::optional<int64_t> cpu_below_bytes, std::optional<int64_t> bytes_per_row,
        const GpuTuning& tuning)
-      : ints_(vocab->n_vocab()) {
+      : ints_(bind::IdList::at_least(vocab->n_vocab())) {
     TokenizerOptions o;
     o.gpu_tuning = tuning;
     o.device = device;
@@ -220,13 +169,25 @@ class Core {
   // One text's ids as a list (encode) or an int32 array (encode_to_numpy).
   py::list encode_list(const py::handle& text, std::vector<int32_t> allowed,
                        std::vector<int32_t> disallowed, const std::string& errors) {
-    const IdVector ids = one(text, std::move(allowed), std::move(disallowed), errors);
-    return ints_.list(ids.data(), ids.size());
+    return list_of(text, to_args(std::move(allowed), std::move(disallowed), errors, 0));
   }
 
   py::array_t<int32_t> encode_numpy(const py::handle& text, std::vector<int32_t> allowed,
                                     std::vector<int32_t> disallowed, const std::string& errors) {
-    return to_numpy(one(text, std::move(allowed), std::move(disallowed), errors));
+    return numpy_of(text, to_args(std::move(allowed), std::move(disallowed), errors, 0));
+  }
+
+  // encode_list / encode_numpy with this policy as a builtin function of the text alone
+  // (fast_call.h): the facade's call for its common policies.
+  static py::object encoder(const py::object& self, std::vector<int32_t> allowed,
+                            std::vector<int32_t> disallowed, const std::string& errors,
+                            bool numpy) {
+    const Core& c = self.cast<const Core&>();
+    const auto a = std::make_shared<const EncodeArgs>(
+        to_args(std::move(allowed), std::move(disallowed), errors, 0));
+    if (numpy)
+      return bind::make_fast_call([&c, a](py::handle t) { return c.numpy_of(t, *a); }, self);
+    return bind::make_fast_call([&c, a](py::handle t) { return c.list_of(t, *a); }, self);
   }
 
   // Every text's ids as its own list (encode_batch), with no flat Python list in between.
@@ -319,16 +280,17 @@ class Core {
     return py::make_tuple(to_numpy(std::move(r.ids)), to_numpy(std::move(r.ends)), r.kernel_ms);
   }
 
-  IdVector one(const py::handle& text, std::vector<int32_t> allowed,
-               std::vector<int32_t> disallowed, const std::string& errors) const {
-    std::vector<py::object> keep;
-    const TextInput input = to_input(text, keep);
-    const EncodeArgs a = to_args(std::move(allowed), std::move(disallowed), errors, 0);
-    py::gil_scoped_release release;
-    return tok_->encode_one(input, a);
+  py::list list_of(const py::handle& text, const EncodeArgs& a) const {
+    return bind::one_text_list(*tok_, ints_, text, a);
   }
 
-  IntTable ints_;
+  py::array_t<int32_t> numpy_of(const py::handle& text, const EncodeArgs& a) const {
+    IdVector ids;
+    bind::encode_one_text(*tok_, text, a, ids);
+    return to_numpy(std::move(ids));
+  }
+
+  const bind::IdList& ints_;
   std::unique_ptr<Tokenizer> tok_;
 };
 
@@ -487,6 +449,8 @@ void bind_core(py::module_& m) {
            py::arg("disallowed"), py::arg("errors"))
       .def("encode_numpy", &Core::encode_numpy, py::arg("text"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"))
+      .def("encoder", &Core::encoder, py::arg("allowed"), py::arg("disallowed"), py::arg("errors"),
+           py::arg("numpy") = false)
       .def("encode_lists", &Core::encode_lists, py::arg("texts"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"))
       .def("decode_bytes", &Core::decode_bytes)
@@ -506,6 +470,16 @@ void bind_core(py::module_& m) {
   m.def("crossover_uses_cpu", [](size_t below, size_t per_row, size_t bytes, size_t rows) {
     return Crossover{below, per_row}.use_cpu(bytes, rows);
   });
+  // encode()'s list builder alone (ids in a buffer -> list), for the benchmark and tests, over
+  // the table as the Cores made so far grew it (ids past it become new ints);
+  // threads: 0 = as encode() picks (by size), else at most that many.
+  m.def(
+      "ids_to_list",
+      [](const py::array_t<int32_t, py::array::c_style>& ids, size_t threads) {
+        return bind::IdList::at_least(0).list(ids.data(), size_t(ids.size()), threads);
+      },
+      py::arg("ids"), py::arg("threads") = 0);
+  m.def("ids_immortal", [] { return bind::IdList::at_least(0).immortal(); });
   m.def("default_crossover", [] {
     const Crossover c = default_crossover();
     return py::make_tuple(c.cpu_below_bytes, c.bytes_per_row);

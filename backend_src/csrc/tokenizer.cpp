@@ -143,12 +143,12 @@ PackedResult Tokenizer::encode_packed(const std::vector<TextInput>& texts, const
                                       separator ? int32_t(*separator) : -1, args.num_threads);
 }
 
-IdVector Tokenizer::encode_one(const TextInput& text, const EncodeArgs& args) const {
+void Tokenizer::encode_one(const TextInput& text, const EncodeArgs& args, IdVector& out) const {
+  out.clear();
   if (routes_to_gpu(text.bytes.size(), 1))
-    return encoder_.encode_batch_gpu(*gpu_, algorithm_, {text}, args.policy, args.utf8).ids;
-  IdVector ids;
-  encoder_.encode_one(text, args.policy, args.utf8, ids);
-  return ids;
+    out = encoder_.encode_batch_gpu(*gpu_, algorithm_, {text}, args.policy, args.utf8).ids;
+  else
+    encoder_.encode_one(text, args.policy, args.utf8, out);
 }
 
 std::string Tokenizer::decode_bytes(const int64_t* ids, size_t n) const {

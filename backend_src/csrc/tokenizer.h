@@ -100,9 +100,10 @@ class Tokenizer {
   // outside 0..65535 throws ArgumentError.
   PackedResult encode_packed(const std::vector<TextInput>& texts, const EncodeArgs& args,
                              std::optional<int64_t> separator) const;
-  // One text's ids: on the calling thread when the CPU path is picked (the latency path), the
-  // GPU's output buffer itself otherwise (no copy).
-  IdVector encode_one(const TextInput& text, const EncodeArgs& args) const;
+  // One text's ids into `out` (cleared first, so a caller may hand the same buffer to every
+  // call and keep its capacity): on the calling thread when the CPU path is picked (the
+  // latency path), else the GPU's output buffer itself, moved in (no copy).
+  void encode_one(const TextInput& text, const EncodeArgs& args, IdVector& out) const;
   std::string decode_bytes(const int64_t* ids, size_t n) const;
 
   // True when a call of `bytes` over `rows` texts would run on the GPU.

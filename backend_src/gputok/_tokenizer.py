@@ -39,7 +39,8 @@ class Tokenizer(EncodingAPI):
     """An exact byte-level BPE tokenizer with tiktoken's semantics.
 
     Build one with ``gputok.gpt2()`` or a loader; the vocabulary is shared and immutable, so
-    one Tokenizer may be used from many threads (calls release the GIL; up to 4 GPU calls on
+    one Tokenizer may be used from many threads (calls release the GIL, but for one text under
+    1 KiB on the CPU path, which holds it for its few microseconds; up to 4 GPU calls on
     one Tokenizer run at once, each on a stream of its own).
 
     On a GPU tokenizer each call picks its path: the CPU while its bytes are below
@@ -88,6 +89,11 @@ class Tokenizer(EncodingAPI):
         if piece_cache_bytes is not None:
             self.set_piece_cache_bytes(piece_cache_bytes)
         self._default_policy = self._policy(frozenset(), "all")
+        # encode() / encode_ordinary() / encode_to_numpy() with their default arguments call
+        # these: the policy converted once, a call takes the text alone (no pybind11 dispatch).
+        self._encode_default = self._core.encoder(*self._default_policy, "strict")
+        self._encode_ordinary = self._core.encoder([], [], "strict")
+        self._encode_numpy = self._core.encoder(*self._default_policy, "strict", numpy=True)
 
     # -- pretoken cache ---------------------------------------------------------------
     def set_piece_cache_bytes(self, nbytes: int) -> None:
@@ -163,6 +169,8 @@ class Tokenizer(EncodingAPI):
             >>> tok.encode("hello <|endoftext|>", allowed_special="all")
             [31373, 220, 50256]
         """
+        if not allowed_special and disallowed_special == "all" and errors == "strict":
+            return self._encode_default(text)
         allowed, disallowed = self._resolve(allowed_special, disallowed_special)
         return self._core.encode_list(text, allowed, disallowed, errors)
 
@@ -177,11 +185,15 @@ class Tokenizer(EncodingAPI):
         """tiktoken's ``encode_to_numpy``: ``encode(text)``'s ids as a 1-D uint32 array (the
         dtype tiktoken returns), with no Python int per token. The array owns the encoder's
         output buffer: nothing is copied after encoding."""
+        if not allowed_special and disallowed_special == "all" and errors == "strict":
+            return self._encode_numpy(text).view(np.uint32)
         allowed, disallowed = self._resolve(allowed_special, disallowed_special)
         return self._core.encode_numpy(text, allowed, disallowed, errors).view(np.uint32)
 
     def encode_ordinary(self, text: Text, *, errors: str = "strict") -> list[int]:
         """``encode`` with every special token read as ordinary text (never raises for one)."""
+        if errors == "strict":
+            return self._encode_ordinary(text)
         return self._core.encode_list(text, [], [], errors)
 
     def encode_batch_flat(
