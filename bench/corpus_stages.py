@@ -47,9 +47,7 @@ class Clock:
         return out
 
 
-def main() -> int:
-    from gputok import corpus as C  # no Dask: that is imported lazily
-
+def _parse_args(C):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--scale", type=int, default=2)
@@ -63,21 +61,15 @@ def main() -> int:
         help="as gputok corpus --parquet-decoder (auto: snappy on the GPU for a GPU tokenizer)",
     )
     ap.add_argument("--hash", default=C.DEFAULT_HASH, choices=C.HASHES, help="as gputok corpus")
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    from bench_corpus import GigatokenAdapter, write_inputs
+
+def _tokenizer(args, C):
+    """(tokenizer, its device, the fewest bytes per call) as gputok corpus would use them."""
+    from bench_corpus import GigatokenAdapter
 
     import gputok
-    from corpus_fixture import load_corpus
 
-    work = Path(
-        tempfile.mkdtemp(
-            prefix="gputok-stages-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
-        )
-    )
-    inputs, nbytes, ndocs = write_inputs(
-        work, "parquet", load_corpus("bench") * args.scale, args.shards
-    )
     if args.gigatoken:
         tok = GigatokenAdapter()
     else:
@@ -89,19 +81,19 @@ def main() -> int:
         if args.min_batch_mb
         else (C.GPU_MIN_BATCH_BYTES if dev == "cuda" else C.MIN_BATCH_BYTES)
     )
+    return tok, dev, min_batch
+
+
+def _one_pass(C, args, tok, paths, decoder, min_batch, work) -> tuple[Clock, int]:
+    """Every shard through decode, tokenize, pack, hash and write, each stage timed."""
     spec = C.ShardSpec(errors="strict", skip_empty=False, num_threads=0)
-    clock = Clock()
-    paths = sorted(str(p) for p in Path(inputs).glob("*.parquet"))
-    decoder = C._parquet_decoder(args.parquet_decoder, tok)
-    for _rep in range(2):  # the first pass warms up (pools, caches); the second is reported
-        clock = Clock()
-        calls = 0
-        for path in paths:
-            reader = C.read_parquet(
-                path, "text", C.DEFAULT_BATCH_BYTES, min_batch_bytes=min_batch, decoder=decoder
-            )
-            out = open(os.path.join(work, "out.bin"), "wb")  # noqa: SIM115
-            h = C.new_hasher(args.hash)
+    clock, calls = Clock(), 0
+    for path in paths:
+        reader = C.read_parquet(
+            path, "text", C.DEFAULT_BATCH_BYTES, min_batch_bytes=min_batch, decoder=decoder
+        )
+        h = C.new_hasher(args.hash)
+        with open(os.path.join(work, "out.bin"), "wb") as out:
             while True:
                 batch = clock.time("parquet decode", next, reader, None)
                 if batch is None:
@@ -117,13 +109,11 @@ def main() -> int:
                     )
                 clock.time(args.hash, h.update, memoryview(packed).cast("B"))
                 clock.time("write", out.write, memoryview(packed).cast("B"))
-            out.close()
+    return clock, calls
+
+
+def _report(clock: Clock, nbytes: int) -> None:
     total_w, total_c = sum(clock.wall.values()), sum(clock.cpu.values())
-    print(
-        f"{nbytes / 1e6:.1f} MB of text, {ndocs} documents, {len(paths)} shards, {calls} tokenizer "
-        f"calls, tokenizer {type(tok).__name__} on {dev}, min batch {min_batch / 2**20:g} MB, "
-        f"Parquet decoder {args.parquet_decoder}"
-    )
     print(
         f"{'stage':<18}{'wall s':>8}{'CPU s':>8}{'CPU s/GB':>10}{'GB/s (wall)':>13}"
         f"{'page faults/MB':>16}"
@@ -135,10 +125,40 @@ def main() -> int:
             f"{f / (nbytes / 1e6):16.1f}"
         )
     print(
-        f"{'all':<18}{total_w:8.3f}{total_c:8.3f}{total_c / (nbytes / 1e9):10.2f}{nbytes / 1e9 / total_w:13.2f}"
+        f"{'all':<18}{total_w:8.3f}{total_c:8.3f}{total_c / (nbytes / 1e9):10.2f}"
+        f"{nbytes / 1e9 / total_w:13.2f}"
     )
+
+
+def main() -> int:
     import shutil
 
+    from gputok import corpus as C  # no Dask: that is imported lazily
+
+    args = _parse_args(C)
+    from bench_corpus import write_inputs
+
+    from corpus_fixture import load_corpus
+
+    work = Path(
+        tempfile.mkdtemp(
+            prefix="gputok-stages-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+        )
+    )
+    inputs, nbytes, ndocs = write_inputs(
+        work, "parquet", load_corpus("bench") * args.scale, args.shards
+    )
+    tok, dev, min_batch = _tokenizer(args, C)
+    paths = sorted(str(p) for p in Path(inputs).glob("*.parquet"))
+    decoder = C._parquet_decoder(args.parquet_decoder, tok)
+    for _rep in range(2):  # the first pass warms up (pools, caches); the second is reported
+        clock, calls = _one_pass(C, args, tok, paths, decoder, min_batch, work)
+    print(
+        f"{nbytes / 1e6:.1f} MB of text, {ndocs} documents, {len(paths)} shards, {calls} tokenizer "
+        f"calls, tokenizer {type(tok).__name__} on {dev}, min batch {min_batch / 2**20:g} MB, "
+        f"Parquet decoder {args.parquet_decoder}"
+    )
+    _report(clock, nbytes)
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
