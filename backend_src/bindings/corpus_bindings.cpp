@@ -148,6 +148,26 @@ void bind_parquet(py::module_& m) {
           },
           py::arg("max_rows"), py::arg("max_bytes") = 0);
   m.def("parquet_footer", &parquet_footer_py, py::arg("footer"), py::arg("leaf"));
+  // A column chunk's page headers, walked before Arrow reads it (parquet.h:
+  // parquet_page_header): (type, uncompressed, compressed, num_values, encoding, header_size).
+  m.def(
+      "parquet_page_header",
+      [](const py::bytes& buf) {
+        const std::string b = buf;
+        const ParquetPageHeader h =
+            parquet_page_header(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+        return py::make_tuple(h.type, h.uncompressed, h.compressed, h.num_values, h.encoding,
+                              h.header_size);
+      },
+      py::arg("buf"));
+  m.def(
+      "parquet_plain_max_length",
+      [](const py::object& page, int64_t num_values) {
+        const ByteBuffer b(page);
+        return parquet_plain_max_length(static_cast<const uint8_t*>(b.view.buf), size_t(b.view.len),
+                                        num_values);
+      },
+      py::arg("page"), py::arg("num_values"));
 }
 
 void bind_gpu_decoder(py::module_& m) {

@@ -307,3 +307,21 @@ def page_type_without_its_header() -> bytes:
     new = encode_struct(hdr)
     assert len(new) == end - at
     return data[:at] + new + data[end:]
+
+
+def dictionary_bomb(value_bytes: int = 512 << 10, rows: int = 100_000, **kw) -> bytes:
+    """A valid file written by pyarrow itself (zstd by default): one dictionary value of
+    `value_bytes` bytes that all `rows` rows reference, 468 bytes. Arrow materialised a record
+    batch of 4,096 of its rows, 2 GiB of text, before the batch could be measured."""
+    import io
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = pa.array(["x" * value_bytes], pa.string())
+    col = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)), values)
+    b = io.BytesIO()
+    kw.setdefault("compression", "zstd")
+    pq.write_table(pa.table({"text": col}), b, store_schema=False, **kw)
+    return b.getvalue()

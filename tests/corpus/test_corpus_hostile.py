@@ -85,6 +85,19 @@ CRAFTED = {
         lambda: pc.rle_bomb(1 << 20, value=b"x" * 4096, rg_bytes=200),
         "decodes to more than 16777216 bytes",
     ),
+    # valid files by pyarrow, pages Arrow decompresses: one 512 KB dictionary value that
+    # 100,000 rows reference, 468 bytes with zstd (Arrow materialised 4,096 rows a batch, 2 GiB:
+    # 12-15 s and 3.0-3.5 GiB before); the same in gzip; 20 MB of text whose zstd pages
+    # claim more than the file's budget, refused before Arrow decompresses them
+    "zstd-dictionary-bomb": (pc.dictionary_bomb, "decodes to more than 16777216 bytes by row"),
+    "gzip-dictionary-bomb": (
+        lambda: pc.dictionary_bomb(compression="gzip"),
+        "decodes to more than 16777216 bytes by row",
+    ),
+    "zstd-pages-claim-20-mib": (
+        lambda: pc.pyarrow_file(["a" * (1 << 20)] * 20, compression="zstd", use_dictionary=False),
+        "the pages claim 20971",
+    ),
     # read as its v2 content by the page reader, as 0 rows by Arrow: the decoders disagreed
     "page-type-without-its-header": (pc.page_type_without_its_header, "0 rows read of the 150"),
 }
@@ -190,6 +203,11 @@ _NATIVE = textwrap.dedent(
         "_corpus_native.pack_uint16(np.arange(4, dtype=np.int32), np.array([2**63 - 9, 2**63 - 1]), 0)",
         '_corpus_native.parquet_footer(b"\\x19\\xfc" + b"\\x00" * 10, 0)',
         '_corpus_native.parquet_footer(b"", 0)',
+        # the page-header walk before Arrow reads a chunk: a truncated header, a length past
+        # the page, more values than the page holds
+        '_corpus_native.parquet_page_header(b"\\x15\\x04")',
+        '_corpus_native.parquet_plain_max_length(b"\\x05\\x00\\x00\\x00ab", 1)',
+        '_corpus_native.parquet_plain_max_length(b"", 2**62)',
     ],
 )
 def test_native_entry_points_refuse_out_of_range_arguments(call):

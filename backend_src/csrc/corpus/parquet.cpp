@@ -818,4 +818,20 @@ ParquetFooter parquet_footer(const uint8_t* footer, size_t n, int leaf) {
   return out;
 }
 
+ParquetPageHeader parquet_page_header(const uint8_t* buf, size_t n) {
+  Thrift t(buf, buf + n);
+  const Header h = read_header(t);
+  if (h.type < 0 || h.compressed < 0 || h.uncompressed < 0) corrupt("page header lacks sizes");
+  return {h.type, h.uncompressed, h.compressed, h.num_values, h.encoding, t.pos() - buf};
+}
+
+int64_t parquet_plain_max_length(const uint8_t* page, size_t n, int64_t num_values) {
+  if (num_values < 0 || uint64_t(num_values) > n / 4) corrupt("more values than the page holds");
+  size_t p = 0;
+  int64_t longest = 0;
+  for (int64_t i = 0; i < num_values; ++i)
+    longest = std::max<int64_t>(longest, plain_value(page, n, p));
+  return longest;
+}
+
 }  // namespace gputok

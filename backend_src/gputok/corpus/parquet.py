@@ -11,6 +11,7 @@ from .batch import Batch, _arrow_batch, _batch_target
 
 # The decoder choice lives in decoders.py; its names stay importable from here.
 from .decoders import PARQUET_DECODERS, _parquet_decoder, gpu_page_decoder, nvcomp_library  # noqa: F401
+from .parquet_pages import arrow_chunk_bound
 
 # Decompression bombs. Dictionary pages and RLE runs let a few bytes stand for any number of
 # rows and bytes of text: a valid 149-byte file whose one RLE run repeats a 5-byte value 2^28
@@ -88,7 +89,9 @@ def read_parquet(
         raise CorpusInputError(f"{path}: column {column!r} is {typ}, expected a string column")
     budget = _decode_budget(path, pf.metadata, max_expansion)
     try:
-        groups = _read_parquet_groups(pf, path, column, batch_bytes, min_batch_bytes, decoder)
+        groups = _read_parquet_groups(
+            pf, path, column, batch_bytes, min_batch_bytes, decoder, budget
+        )
         yield from _within_budget(groups, path, budget, max_expansion)
     except (OSError, ValueError, pa.ArrowException) as e:
         if isinstance(e, CorpusInputError):
@@ -148,10 +151,11 @@ def _within_budget(
 
 
 def _read_parquet_groups(
-    pf, path: str, column: str, batch_bytes: int, min_batch_bytes: int, decoder
+    pf, path: str, column: str, batch_bytes: int, min_batch_bytes: int, decoder, budget
 ) -> Iterator[Batch]:
     """read_parquet's row groups: runs of them through the page reader where it can read
-    them, the rest through Arrow, in order."""
+    them, the rest through Arrow, in order, each Arrow chunk's pages bounded by ``budget``
+    first (parquet_pages.arrow_chunk_bound)."""
     md = pf.metadata
     rows = max(1, md.num_rows)
     # Uncompressed bytes per row, from the row-group metadata, sizes batches in text bytes.
@@ -168,7 +172,7 @@ def _read_parquet_groups(
             if leaf is not None
             else None
         )
-        row, rg = 0, 0
+        row, rg, arrow_pages = 0, 0, 0
         while rg < md.num_row_groups:
             upto = rg + 1
             if decoder is not None and metas is not None:
@@ -188,8 +192,16 @@ def _read_parquet_groups(
             # within run-to-run noise) and, with a worker's shards all queueing on it, a
             # shared bottleneck; the shards in flight are the parallelism.
             start, want = row, sum(md.row_group(i).num_rows for i in range(rg, upto))
+            rows_cap = batch_rows
+            if metas is not None:  # one row group here (upto == rg + 1)
+                room = None if budget is None else budget - arrow_pages
+                pages, longest = arrow_chunk_bound(f, path, rg, metas[rg], room)
+                arrow_pages += pages
+                # a batch of rows that each expand to `longest` bytes stays within the target
+                cap = target if budget is None else min(target, budget)
+                rows_cap = max(1, min(batch_rows, cap // max(1, longest)))
             for rb in pf.iter_batches(
-                batch_size=batch_rows,
+                batch_size=rows_cap,
                 row_groups=range(rg, upto),
                 columns=[column],
                 use_threads=False,
