@@ -208,7 +208,7 @@ void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector&
           Pending& q = block[m];
           q.key = make_key(data + pos, len, n - pos);
           q.h = key_hash(q.key);
-          if (whole) voc.prefetch_token(q.h);
+          if (whole) voc.prefetch_token(q.h, len);
           if (cache && len <= PieceCache::kMaxPiece) cache->prefetch(q.h);
         }
         pos += len;

@@ -41,3 +41,21 @@ def test_whole_piece_lookup_equals_bpe(vocab, ref):
     # yields that token, so the GPU (which only merges) may skip the lookup.
     for token, rank in ref._mergeable_ranks.items():
         assert vocab.merge_reference(token) == [rank]
+
+
+def test_token_index_keys_carry_the_length(ref):
+    # The token index keys a piece by zero-padded words and its length, and keeps tokens of
+    # up to 8 bytes in a table of their own: "!" and "!\0" share their word and differ only in
+    # length; tokens of 8 and 9 bytes, and their prefixes, sit on either side of the split.
+    tok = gputok.gpt2(device="cpu")
+    texts = [t + "\x00" * k for t in ("!", ".", "...", "!!!!!!!", "????????") for k in range(1, 10)]
+    for token in ref._mergeable_ranks:
+        if 7 <= len(token) <= 10:
+            try:
+                text = token.decode()
+            except UnicodeDecodeError:
+                continue
+            texts += [text, text[:-1], text + "\x00"]
+    got = tok.encode_batch(texts)
+    want = ref.encode_ordinary_batch(texts)
+    assert len(texts) > 5000 and got == want
