@@ -52,7 +52,8 @@ def before_tree(ref: str, work: Path) -> list[str]:
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(root)], input=tar, check=True)
     (root / "backend_src" / "gputok").rename(root / "gputok")
-    os.symlink(core.__file__, root / "gputok" / Path(core.__file__).name)
+    for so in Path(core.__file__).parent.glob("*.so"):  # _core, _corpus_native
+        os.symlink(so, root / "gputok" / so.name)
     (root / "launch.py").write_text(LAUNCHER.format(root=str(root)))
     return [sys.executable, str(root / "launch.py")]
 

@@ -1,7 +1,8 @@
 """How a run's shards become tasks, and where the tasks run.
 
 * Grouping (group_specs): consecutive small shards go into one task of about ``task_bytes``
-  of input, run one after another by tokenize_group; each shard still gets its own output
+  of input; tokenize_group sends the task's small shards through the tokenizer together
+  (group.py) and runs the others one after another; each shard still gets its own output
   files and manifest entry, so a resume still keeps or redoes shard by shard.
 * Start-up (warm_all): every worker builds its tokenizer at once (``client.run``), timed
   apart from the shards.
