@@ -173,7 +173,7 @@ void Encoder::prepare(const std::vector<TextInput>& texts, const SpecialPolicy& 
 // Pieces go through in blocks of up to kBlock, in two passes: cut them (next_many reads a
 // 64-byte window's boundaries at once) and prefetch the slots of the token index and the
 // pretoken cache for those over one byte, then look them up in order (merge_piece on a
-// miss of both). Each lookup is a likely cache miss (the index is 4 MiB, the pretoken
+// miss of both). Each lookup is a likely cache miss (the index is 3 MiB, the pretoken
 // cache 64 MiB); the prefetches let the memory system serve a block's misses together
 // instead of one by one. A segment's ids are at most its bytes, so `out` grows once per
 // segment and the ids are stored through a pointer (no capacity check per piece).
