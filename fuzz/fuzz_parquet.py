@@ -69,6 +69,13 @@ def _seeds() -> list[bytes]:
     out.append(b.getvalue())
     out.append(pc.rle_bomb(3000))
     out.append(pc.rle_bomb(40, value="日本".encode()))
+    # codecs only Arrow decompresses (their chunks' page headers walked first), and a
+    # dictionary of one long value that every row references
+    for kw in ({"compression": "gzip", "row_group_size": 40}, {"compression": "brotli"}):
+        b = io.BytesIO()
+        pq.write_table(pa.table({"text": pa.array(vals, pa.string())}), b, **kw)
+        out.append(b.getvalue())
+    out.append(pc.dictionary_bomb(value_bytes=4096, rows=3000))
     return out
 
 

@@ -163,6 +163,15 @@ def _add_corpus_output_arguments(p: argparse.ArgumentParser) -> None:
         "goes to Arrow, and the output is the same (docs/corpus.md)",
     )
     p.add_argument(
+        "--max-expansion",
+        type=float,
+        default=64,
+        metavar="X",
+        help="a Parquet file may decode to at most X times its size (16 MiB at least; 16 "
+        "bytes a row besides its text), else its shard fails as a decompression bomb; "
+        "0: no limit (default: 64)",
+    )
+    p.add_argument(
         "--hash",
         choices=("xxh3_128", "sha256"),
         default="xxh3_128",
@@ -262,6 +271,7 @@ def _run_corpus(args: argparse.Namespace) -> int:
             workers_per_gpu=args.workers_per_gpu,
             fsync=not args.no_fsync,
             parquet_decoder=args.parquet_decoder,
+            max_expansion=args.max_expansion,
             hash=args.hash,
             in_process=args.in_process,
             task_bytes=int(args.task_mb * 2**20),

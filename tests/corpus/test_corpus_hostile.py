@@ -176,6 +176,29 @@ def test_run_reports_the_bad_shards_and_writes_the_good(tmp_path):
     assert C.verify_corpus(out) == ["manifest says the run is not complete"]
 
 
+def test_max_expansion_option_sets_the_limit(tmp_path):
+    """`gputok corpus --max-expansion`: 2^20 + 1 rows of "hello" in a 150-byte file are more
+    than the default allows (16 bytes a row, 16 MiB); 0 lifts the limit and the shard is
+    written; a negative value is refused before any work."""
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "bomb.parquet").write_bytes(pc.rle_bomb((1 << 20) + 1))
+
+    def run(out: str, *extra: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "gputok", "corpus", str(d), "-o", str(tmp_path / out)]
+        cmd += ["--no-progress", "--device", "cpu", "--in-process", *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+    r = run("default")
+    assert r.returncode == 1 and "the footer claims 1048577 rows" in r.stderr, r.stderr[-2000:]
+    r = run("lifted", "--max-expansion", "0")
+    assert r.returncode == 0, r.stderr[-2000:]
+    man = json.loads((tmp_path / "lifted" / "manifest.json").read_text())
+    assert [s["documents"] for s in man["shards"]] == [(1 << 20) + 1]
+    r = run("negative", "--max-expansion", "-1")
+    assert r.returncode != 0 and "max_expansion must be 0 (no limit) or more" in r.stderr
+
+
 # --------------------------------------------------------------- native entry points
 
 _NATIVE = textwrap.dedent(

@@ -13,7 +13,7 @@ import numpy as np
 from ._common import DEFAULT_BATCH_BYTES, MIN_BATCH_BYTES, CorpusInputError
 from .batch import Batch, _arrow_batch, _at, _batch_target
 from .discovery import _COMPRESSION, _split_ext, detect_format
-from .parquet import read_parquet
+from .parquet import MAX_EXPANSION, read_parquet
 
 
 def _open_binary(path: str):
@@ -244,18 +244,21 @@ def read_shard(
     batch_bytes=DEFAULT_BATCH_BYTES,
     min_batch_bytes=MIN_BATCH_BYTES,
     parquet_decoder=None,
+    max_expansion=MAX_EXPANSION,
 ) -> Iterator[Batch]:
     """Batches of documents of one input file (see read_text / read_jsonl / read_parquet):
     at most ``batch_bytes`` of text each, and at least ``min_batch_bytes`` where the shard
     has that much (the line-by-line JSONL path cuts at ``batch_bytes`` only).
-    ``parquet_decoder``: read_parquet's ``decoder``."""
+    ``parquet_decoder``, ``max_expansion``: read_parquet's ``decoder``, ``max_expansion``."""
     fmt = detect_format(path, fmt)
     mb = {"min_batch_bytes": min_batch_bytes}
     if fmt == "text":
         return read_text(path, text_separator, batch_bytes, **mb)
     if fmt == "jsonl":
         return read_jsonl(path, field, errors, batch_bytes, **mb)
-    return read_parquet(path, field, batch_bytes, decoder=parquet_decoder, **mb)
+    return read_parquet(
+        path, field, batch_bytes, decoder=parquet_decoder, max_expansion=max_expansion, **mb
+    )
 
 
 def check_field(path: str, fmt: str, field: str) -> None:

@@ -55,7 +55,7 @@ from .cluster import (
 from .discovery import _SHARD_RE, plan_shards
 from .files import DEFAULT_HASH, _json_bytes, _load_json, atomic_write_bytes, new_hasher
 from .manifest import _settings, build_manifest
-from .parquet import PARQUET_DECODERS
+from .parquet import MAX_EXPANSION, PARQUET_DECODERS
 from .readers import check_field
 from .shard import sum_stages
 from .spec import ShardSpec
@@ -175,6 +175,7 @@ def tokenize_corpus(
     workers_per_gpu: int | None = None,
     fsync: bool = True,
     parquet_decoder: str = "auto",
+    max_expansion: float = MAX_EXPANSION,
     hash: str = DEFAULT_HASH,  # noqa: A002 - mirrors the CLI option
     in_process: bool | None = None,
     in_process_below: int = IN_PROCESS_BELOW_BYTES,
@@ -183,10 +184,9 @@ def tokenize_corpus(
     _fault: dict | None = None,
 ) -> CorpusRun:
     """Tokenize every input shard, in this process or on a Dask cluster (the parameters: this
-    module's doc; docs/corpus.md). Returns a CorpusRun; raises CorpusError naming the shards
-    that failed."""
+    module's doc; docs/corpus.md). Returns a CorpusRun; CorpusError names the failed shards."""
     log = log or (lambda msg: print(msg, flush=True))
-    _check_run_args(parquet_decoder, errors, hash, device)
+    _check_run_args(parquet_decoder, errors, hash, device, max_expansion)
     t_start = time.perf_counter()
     out_dir = os.path.abspath(os.fspath(out_dir))
     base, paths, fmt, names = plan_shards(inputs, format, exclude=out_dir)
@@ -194,7 +194,7 @@ def tokenize_corpus(
         _check_field_sample(paths, fmt, field)
     common = ShardSpec(
         format=fmt, field=field, text_separator=text_separator, eot=eot, errors=errors,
-        skip_empty=skip_empty,
+        skip_empty=skip_empty, max_expansion=max_expansion,
     )  # fmt: skip
     settings = _settings(common)
     previous = _check_out_dir(out_dir, set(names), settings, overwrite)
@@ -359,7 +359,11 @@ def _check_field_sample(paths: list[str], fmt: str, field: str) -> None:
     raise errors[0]
 
 
-def _check_run_args(parquet_decoder: str, errors: str, hash: str, device: str) -> None:  # noqa: A002
+def _check_run_args(
+    parquet_decoder: str, errors: str, hash: str, device: str, max_expansion: float
+) -> None:  # noqa: A002
+    if not max_expansion >= 0:  # NaN too
+        raise ValueError(f"max_expansion must be 0 (no limit) or more, got {max_expansion!r}")
     if parquet_decoder not in PARQUET_DECODERS:
         raise ValueError(
             f"parquet_decoder must be one of {PARQUET_DECODERS}, got {parquet_decoder!r}"

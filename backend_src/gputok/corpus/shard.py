@@ -324,6 +324,7 @@ def shard_batches(spec: ShardSpec, tok, min_batch_bytes: int) -> Iterator:
         batch_bytes=spec.batch_bytes,
         min_batch_bytes=min_batch_bytes,
         parquet_decoder=_parquet_decoder(spec.parquet_decoder, tok),
+        max_expansion=spec.max_expansion,
     )
 
 

@@ -6,6 +6,7 @@ import dataclasses
 
 from ._common import DEFAULT_BATCH_BYTES
 from .files import DEFAULT_HASH
+from .parquet import MAX_EXPANSION
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,7 @@ class ShardSpec:
     min_batch_bytes: int | None = None
     fsync: bool = True
     parquet_decoder: str = "auto"
+    max_expansion: float = MAX_EXPANSION  # read_parquet's
     hash: str = DEFAULT_HASH  # noqa: A003 - the CLI's --hash
     manifest_entry: dict | None = None
     fault: dict | None = None
