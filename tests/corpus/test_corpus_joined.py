@@ -141,3 +141,28 @@ def test_joined_bad_json_line_fails_that_shard_alone(tmp_path, docs, joined):
     line = [ln for ln in str(grp.value).splitlines() if "shard_00005" in ln]
     assert len(line) == 1 and "p05.jsonl:" in line[0] and "invalid JSON" in line[0]
     assert "shard_00005" not in joined and len(set(joined)) >= N - 2, joined
+
+
+def test_joined_leaves_a_shard_that_expands_to_its_own_pipeline(
+    tmp_path, docs, joined, monkeypatch
+):
+    """A small Parquet file whose repeated values come to more text than a joined shard may
+    hold (JOIN_MAX_TEXT_BYTES, lowered here) goes alone, batch by batch; the output is the
+    same."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gputok.corpus import group
+
+    monkeypatch.setattr(group, "JOIN_MAX_TEXT_BYTES", 50_000)
+    inputs = write(tmp_path / "in", "parquet", [docs[k::N][:3] for k in range(N)])
+    rep = pa.table({"text": pa.array(["the same value, again " * 5] * 4000, pa.string())})
+    pq.write_table(rep, inputs / "p02.parquet", use_dictionary=True)
+    assert (inputs / "p02.parquet").stat().st_size < 50_000  # 440 KB of text
+    kw = quiet(in_process=True)
+    one = tokenize_corpus(inputs, tmp_path / "one", task_bytes=0, **kw)
+    grp = tokenize_corpus(inputs, tmp_path / "grp", **kw)
+    assert "shard_00002" not in joined and len(set(joined)) >= N - 2, joined
+    assert grp.manifest["shards"][2]["documents"] == 4000
+    assert grp.manifest["shards"] == one.manifest["shards"]
+    assert files(tmp_path / "grp") == files(tmp_path / "one")

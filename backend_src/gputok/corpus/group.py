@@ -50,6 +50,11 @@ from .spec import ShardSpec
 # (its batches already fill calls and overlap). A joined shard is held whole in memory.
 SMALL_SHARD_BYTES = 16 << 20
 
+# ... unless its documents come to more than this many bytes of text, or of spans (16 bytes a
+# document): a small Parquet file can hold 2^28 repeated or empty values, which its own
+# pipeline reads a batch at a time, so such a shard goes alone, dropped as soon as it passes.
+JOIN_MAX_TEXT_BYTES = 64 << 20
+
 
 @dataclasses.dataclass
 class _Part:
@@ -77,10 +82,11 @@ class _Call:
 
 def _read_part(spec: ShardSpec, tok) -> _Part | None:
     """``spec``'s documents as a _Part, or None when the shard must go alone (the
-    line-by-line JSONL path, which yields str documents). Reader errors propagate."""
+    line-by-line JSONL path, which yields str documents; more than JOIN_MAX_TEXT_BYTES of
+    text or spans). Reader errors propagate."""
     source = _source_stat(spec.path)
     batches = shard_batches(spec, tok, spec.batch_bytes)
-    pieces, spans, at, skipped_bad, skipped_empty, text = [], [], 0, 0, 0, 0
+    pieces, spans, at, skipped_bad, skipped_empty, text, rows = [], [], 0, 0, 0, 0, 0
     for b in batches:
         if b.docs is not None:
             return None
@@ -92,10 +98,13 @@ def _read_part(spec: ShardSpec, tok) -> _Part | None:
             s = s[keep]
         if not len(s):
             continue
+        text += int((s[:, 1] - s[:, 0]).sum())
+        rows += len(s)
+        if max(text, 16 * rows) > JOIN_MAX_TEXT_BYTES:
+            return None
         lo, hi = int(s[:, 0].min()), int(s[:, 1].max())
         pieces.append(np.frombuffer(b.data, dtype=np.uint8)[lo:hi])
         spans.append(s - (lo - at))
-        text += int((s[:, 1] - s[:, 0]).sum())
         at += hi - lo
     sp = np.concatenate(spans) if spans else np.zeros((0, 2), np.int64)
     return _Part(spec, source, pieces, sp, at, text, skipped_bad, skipped_empty)
