@@ -325,3 +325,24 @@ def dictionary_bomb(value_bytes: int = 512 << 10, rows: int = 100_000, **kw) -> 
     kw.setdefault("compression", "zstd")
     pq.write_table(pa.table({"text": col}), b, store_schema=False, **kw)
     return b.getvalue()
+
+
+def delta_prefix_bomb(value_bytes: int = 512 << 10, rows: int = 4096) -> bytes:
+    """DELTA_BYTE_ARRAY by pyarrow (zstd): every row repeats the row before it as its prefix,
+    so a page of `value_bytes` decompressed bytes holds `rows` copies of the value (461 bytes
+    for 4,096 rows of 512 KB: 2 GiB of text). Written from one array shared by every chunk."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    one = pa.array(["x" * value_bytes], pa.string())
+    b = io.BytesIO()
+    pq.write_table(
+        pa.table({"text": pa.chunked_array([one] * rows)}),
+        b,
+        compression="zstd",
+        use_dictionary=False,
+        column_encoding={"text": "DELTA_BYTE_ARRAY"},
+    )
+    return b.getvalue()

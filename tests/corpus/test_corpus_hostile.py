@@ -94,6 +94,8 @@ CRAFTED = {
         lambda: pc.dictionary_bomb(compression="gzip"),
         "decodes to more than 16777216 bytes by row",
     ),
+    # each row the one before as its prefix (DELTA_BYTE_ARRAY): 4,096 rows of 512 KB in 461 bytes
+    "zstd-delta-prefix-bomb": (pc.delta_prefix_bomb, "decodes to more than 16777216 bytes by row"),
     "zstd-pages-claim-20-mib": (
         lambda: pc.pyarrow_file(["a" * (1 << 20)] * 20, compression="zstd", use_dictionary=False),
         "the pages claim 20971",
