@@ -174,6 +174,9 @@ def _read_parquet_groups(
         )
         row, rg, arrow_pages = 0, 0, 0
         while rg < md.num_row_groups:
+            if md.row_group(rg).num_rows == 0:  # an empty row group (an empty file has one)
+                rg += 1
+                continue
             upto = rg + 1
             if decoder is not None and metas is not None:
                 run, upto = _row_group_run(metas, rg, batch_bytes)
@@ -279,6 +282,9 @@ def _footer_chunks(f, path: str, leaf: int, column: str, pf_row_groups: int) -> 
     for rg, m in enumerate(metas):
         if m["path"] != column or m["type"] != _BYTE_ARRAY:
             return None
+        m["empty"] = m["rg_rows"] == 0 and m["num_values"] == 0
+        if m["empty"]:  # nothing to read: pyarrow writes such a chunk at offset 0
+            continue
         start = m["data_page_offset"]
         if m["dictionary_page_offset"] > 0:
             start = min(start, m["dictionary_page_offset"])
@@ -306,7 +312,7 @@ def _row_group_run(metas: list[dict], rg: int, batch_bytes: int) -> tuple[list, 
     if first["codec"] not in PAGE_READER_CODECS or first["compressed"] > batch_bytes:
         return [], rg + 1
     run, total, k = [first], first["compressed"], rg + 1
-    while k < len(metas) and metas[k]["codec"] == first["codec"]:
+    while k < len(metas) and metas[k]["codec"] == first["codec"] and not metas[k]["empty"]:
         if total + metas[k]["compressed"] > limit:
             break
         run.append(metas[k])
