@@ -346,3 +346,19 @@ def delta_prefix_bomb(value_bytes: int = 512 << 10, rows: int = 4096) -> bytes:
         column_encoding={"text": "DELTA_BYTE_ARRAY"},
     )
     return b.getvalue()
+
+
+def many_empty_pages(pages: int = 20_000) -> bytes:
+    """pyarrow's file of 3 rows, its column chunk led by `pages` empty index pages (7 bytes
+    each): Arrow skips them; walking them costs a few µs of Python each."""
+    body, md = split_file(
+        pyarrow_file(["a", "b", "c"], nullable=False, compression="none", use_dictionary=False)
+    )
+    meta = column_meta(md)
+    at = meta[9][1]  # data_page_offset
+    pad = encode_struct({1: (I32, 1), 2: (I32, 0), 3: (I32, 0)}) * pages
+    for fid in (6, 7):  # total_uncompressed_size, total_compressed_size
+        meta[fid] = (I64, meta[fid][1] + len(pad))
+    rg = md[4][1][1][0]
+    rg[2] = (I64, rg[2][1] + len(pad))
+    return join_file(body[:at] + pad + body[at:], md)

@@ -178,6 +178,21 @@ def test_run_reports_the_bad_shards_and_writes_the_good(tmp_path):
     assert C.verify_corpus(out) == ["manifest says the run is not complete"]
 
 
+def test_a_chunk_of_many_tiny_pages_is_refused_before_arrow_reads_it(tmp_path):
+    """The walk of a chunk's page headers (before Arrow reads it) costs a few µs of Python a
+    page: a chunk of more than 4,096 pages averaging under 256 bytes fails its shard (a GB of
+    7-byte pages would take minutes). The page reader reads the same file itself."""
+    p = tmp_path / "pages.parquet"
+    p.write_bytes(pc.many_empty_pages())
+    got = _read_in_child(p, "arrow")
+    assert "more than 4096 pages in a column chunk of" in got.get("error", ""), got
+    assert str(p) in got["error"] and got["seconds"] < 5, got
+    assert _read_in_child(p, "gputok").get("ok") == 3
+    few = tmp_path / "few.parquet"
+    few.write_bytes(pc.many_empty_pages(4000))
+    assert _read_in_child(few, "arrow").get("ok") == 3
+
+
 def test_max_expansion_option_sets_the_limit(tmp_path):
     """`gputok corpus --max-expansion`: 2^20 + 1 rows of "hello" in a 150-byte file are more
     than the default allows (16 bytes a row, 16 MiB); 0 lifts the limit and the shard is

@@ -17,6 +17,10 @@ from ._common import CorpusInputError
 # a header is read in a window of FIRST_WINDOW bytes first, 16x more while it runs past.
 MAX_PAGE_HEADER = 16 << 20
 FIRST_WINDOW = 4 << 10
+# Pages a chunk may hold beyond MANY_PAGES: one per PAGE_BYTES_FLOOR of it. The walk costs a
+# few µs of Python a page, so a chunk of 6-byte empty pages would take minutes a GB; pyarrow's
+# pages are 1 MB, and even a data_page_size of 300 bytes makes pages of about 360.
+MANY_PAGES, PAGE_BYTES_FLOOR = 4096, 256
 # Parquet's CompressionCodec -> pyarrow's codec name, for the dictionary page. LZ4 (5, the
 # Hadoop framing) and LZO (3) are not decompressed here: their dictionary's longest value is
 # taken as the page's whole size.
@@ -38,8 +42,15 @@ def arrow_chunk_bound(f, path: str, rg: int, meta: dict, room: int | None) -> tu
     from gputok import _corpus_native as native
 
     pos, end = meta["start"], meta["start"] + meta["compressed"]
-    total, longest, values = 0, 0, 0
+    total, longest, values, pages = 0, 0, 0, 0
     while pos < end and values < meta["num_values"]:
+        pages += 1
+        if pages > MANY_PAGES and pages * PAGE_BYTES_FLOOR > meta["compressed"]:
+            raise CorpusInputError(
+                f"{path}: row group {rg}: more than {pages - 1} pages in a column chunk of "
+                f"{meta['compressed']} bytes (at most one per {PAGE_BYTES_FLOOR} bytes past "
+                f"{MANY_PAGES})"
+            )
         h = _page_header(f, pos, end, path, rg)
         body = pos + h["header_size"]
         where = f"{path}: row group {rg}: the page at byte {pos}"
