@@ -75,7 +75,6 @@ FUNCTION_ALLOW: dict[str, int] = {
     "bench/bench_corpus.py::main": 338,
     "bench/bench_corpus.py::markdown": 100,
     "bench/bench_corpus.py::run_dask": 101,
-    "scripts/gpu_serve_check.py::main": 109,
     "tests/e2e/fault_harness.py::grpc_cases": 93,
     "tests/e2e/fault_harness.py::http_cases": 111,
     "tests/gpu/test_gpu.py::_pathological": 90,

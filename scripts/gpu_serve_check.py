@@ -81,14 +81,9 @@ def tokenize(base: str, texts: list[str]) -> tuple[int, object]:
     return 200, [ids[i * width : i * width + lens[i]] for i in range(len(texts))]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--wheels", default=None, help="folder with a numpy 1.26.4 wheel (offline)")
-    ap.add_argument("--gputok-site", default=None, help="where gputok was installed (--target)")
-    ap.add_argument("--stub-env", type=Path, default=Path("/tmp/gputok-stub-env"))
-    args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+def start_server(args: argparse.Namespace, summary: dict):
+    """The stub environment, a throwaway copy of model_repository/ and a TritonServer on free
+    ports (not started yet); its log goes to `args.out`."""
     from gputok._triton_env import (
         ServerOptions,
         TritonServer,
@@ -97,7 +92,6 @@ def main() -> int:
         prepare_stub_env,
     )
 
-    summary: dict = {}
     t0 = time.time()
     pip_args = ["--no-index", "--find-links", args.wheels] if args.wheels else None
     extra = [args.gputok_site] if args.gputok_site else []
@@ -117,6 +111,83 @@ def main() -> int:
         log_path=log,
     )
     summary["stub_report"] = server.report
+    return server, log
+
+
+def check_tokenizer(base: str, enc, summary: dict) -> None:
+    """Stdlib sources and pathological lines through the tokenizer model, 8 batches at once,
+    against the reference ids."""
+    lines = []
+    for f in sorted(Path(json.__file__).parent.parent.glob("*.py"))[:200]:
+        lines += f.read_text(errors="replace").splitlines(keepends=True)
+    lines = [x for x in lines if "<|endoftext|>" not in x][:4000]
+    lines += ["a" * 100000, " " * 5000 + "x", "日本語テキスト🎉", "DON'T 's", "\u00a0\u3000 x"]
+    want = enc.encode_ordinary_batch(lines)
+    assert sum(map(len, want)) > 0
+    batches = [lines[i : i + 64] for i in range(0, len(lines), 64)]
+    t0 = time.time()
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda b: tokenize(base, b), batches))
+    summary["tokenize_s"] = round(time.time() - t0, 2)
+    got = [r for code, rows in results if code == 200 for r in rows]
+    summary["tokenizer_rows"] = len(lines)
+    summary["tokenizer_errors"] = [rows for code, rows in results if code != 200][:3]
+    summary["tokenizer_mismatches"] = sum(g != w for g, w in zip(got, want, strict=False)) + abs(
+        len(got) - len(want)
+    )
+
+
+def check_bad_request(base: str, enc, summary: dict) -> None:
+    """A bad request among concurrent good ones fails alone."""
+    barrier = threading.Barrier(9)
+
+    def one(t):
+        barrier.wait()
+        return tokenize(base, [t])
+
+    texts = [f"good request {i}" for i in range(8)] + ["bad <|endoftext|>"]
+    with ThreadPoolExecutor(9) as pool:
+        out = list(pool.map(one, texts))
+    summary["bad_request"] = out[-1]
+    summary["good_with_bad_ok"] = all(
+        code == 200 and rows[0] == enc.encode_ordinary(t)
+        for (code, rows), t in zip(out[:-1], texts[:-1], strict=True)
+    )
+
+
+def check_stats_and_ensemble(base: str, summary: dict) -> None:
+    """The tokenizer's batching statistics, then four prompts through the ensemble."""
+    with urllib.request.urlopen(f"{base}/v2/models/tokenizer/stats") as r:  # noqa: S310
+        s = json.loads(r.read())["model_stats"][0]
+    summary["tokenizer_stats"] = {
+        "inference_count": s["inference_count"],
+        "execution_count": s["execution_count"],
+    }
+    prompts = ["Hello, my name is", "The GPU is", "", "日本語"]
+    t0 = time.time()
+    code, out = post(
+        f"{base}/v2/models/ensemble/infer",
+        {
+            "inputs": [
+                {"name": "text_input", "shape": [4, 1], "datatype": "BYTES", "data": prompts},
+                {"name": "max_tokens", "shape": [4, 1], "datatype": "INT32", "data": [16] * 4},
+            ]
+        },
+    )
+    summary["ensemble_s"] = round(time.time() - t0, 2)
+    summary["ensemble"] = (code, out.get("outputs", out.get("error")))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--wheels", default=None, help="folder with a numpy 1.26.4 wheel (offline)")
+    ap.add_argument("--gputok-site", default=None, help="where gputok was installed (--target)")
+    ap.add_argument("--stub-env", type=Path, default=Path("/tmp/gputok-stub-env"))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary: dict = {}
+    server, log = start_server(args, summary)
     base = f"http://{server.http_url}"
     server.start()
     try:
@@ -130,60 +201,9 @@ def main() -> int:
             if "tokenizer:" in line or "gpt2:" in line or "detokenizer:" in line
         ]
         enc = reference()
-        lines = []
-        for f in sorted(Path(json.__file__).parent.parent.glob("*.py"))[:200]:
-            lines += f.read_text(errors="replace").splitlines(keepends=True)
-        lines = [x for x in lines if "<|endoftext|>" not in x][:4000]
-        lines += ["a" * 100000, " " * 5000 + "x", "日本語テキスト🎉", "DON'T 's", "\u00a0\u3000 x"]
-        want = enc.encode_ordinary_batch(lines)
-        assert sum(map(len, want)) > 0
-        batches = [lines[i : i + 64] for i in range(0, len(lines), 64)]
-        t0 = time.time()
-        with ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(lambda b: tokenize(base, b), batches))
-        summary["tokenize_s"] = round(time.time() - t0, 2)
-        got = [r for code, rows in results if code == 200 for r in rows]
-        summary["tokenizer_rows"] = len(lines)
-        summary["tokenizer_errors"] = [rows for code, rows in results if code != 200][:3]
-        summary["tokenizer_mismatches"] = sum(
-            g != w for g, w in zip(got, want, strict=False)
-        ) + abs(len(got) - len(want))
-        # a bad request among concurrent good ones
-        barrier = threading.Barrier(9)
-
-        def one(t):
-            barrier.wait()
-            return tokenize(base, [t])
-
-        texts = [f"good request {i}" for i in range(8)] + ["bad <|endoftext|>"]
-        with ThreadPoolExecutor(9) as pool:
-            out = list(pool.map(one, texts))
-        summary["bad_request"] = out[-1]
-        summary["good_with_bad_ok"] = all(
-            code == 200 and rows[0] == enc.encode_ordinary(t)
-            for (code, rows), t in zip(out[:-1], texts[:-1], strict=True)
-        )
-        # batching statistics
-        with urllib.request.urlopen(f"{base}/v2/models/tokenizer/stats") as r:  # noqa: S310
-            s = json.loads(r.read())["model_stats"][0]
-        summary["tokenizer_stats"] = {
-            "inference_count": s["inference_count"],
-            "execution_count": s["execution_count"],
-        }
-        # ensemble
-        prompts = ["Hello, my name is", "The GPU is", "", "日本語"]
-        t0 = time.time()
-        code, out = post(
-            f"{base}/v2/models/ensemble/infer",
-            {
-                "inputs": [
-                    {"name": "text_input", "shape": [4, 1], "datatype": "BYTES", "data": prompts},
-                    {"name": "max_tokens", "shape": [4, 1], "datatype": "INT32", "data": [16] * 4},
-                ]
-            },
-        )
-        summary["ensemble_s"] = round(time.time() - t0, 2)
-        summary["ensemble"] = (code, out.get("outputs", out.get("error")))
+        check_tokenizer(base, enc, summary)
+        check_bad_request(base, enc, summary)
+        check_stats_and_ensemble(base, summary)
         summary["ready_after"] = server.is_ready()
     finally:
         summary["stop_code"] = server.stop()
