@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import time
 from pathlib import Path
 
@@ -33,6 +34,46 @@ def cpu_model(default: str = "unknown") -> str:
     except OSError:
         pass
     return platform.processor() or default
+
+
+def nvidia_smi(fields: str = "name,memory.total") -> list[str]:
+    """One line per GPU of `nvidia-smi --query-gpu=FIELDS` (CSV), or [] without a GPU."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [g.strip() for g in out.stdout.splitlines() if g.strip()]
+
+
+def package_versions(names: tuple[str, ...]) -> dict[str, str | None]:
+    """The installed version of each distribution, None where it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    vers: dict[str, str | None] = {}
+    for name in names:
+        try:
+            vers[name] = version(name)
+        except PackageNotFoundError:
+            vers[name] = None
+    return vers
+
+
+def add_docs_options(ap) -> None:
+    """--docs / --no-docs on an argparse parser: `args.docs` is None when neither is given
+    (the benchmark's default: write the note unless --quick)."""
+    ap.add_argument(
+        "--docs",
+        dest="docs",
+        action="store_true",
+        default=None,
+        help="write the day's bench/results note (default unless --quick)",
+    )
+    ap.add_argument("--no-docs", dest="docs", action="store_false")
 
 
 def replace_section(md: str, heading: str, path: Path = DOCS) -> None:

@@ -55,7 +55,7 @@ for p in (REPO / "bench", REPO / "tests"):
         sys.path.insert(0, str(p))
 
 import _common  # noqa: E402
-from _common import cpu_model, ncores, replace_section  # noqa: E402
+from _common import add_docs_options, cpu_model, ncores, replace_section  # noqa: E402
 from cpu_report import markdown  # noqa: E402
 from cpu_tokenizers import TOKENIZERS, build_tokenizers, first_mismatch, to_flat  # noqa: E402
 
@@ -400,14 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="time HF on only the first N MB of the corpus (its MB/s is per byte it encoded)",
     )
-    ap.add_argument(
-        "--docs",
-        dest="docs",
-        action="store_true",
-        default=None,
-        help="write the day's bench/results note (default unless --quick)",
-    )
-    ap.add_argument("--no-docs", dest="docs", action="store_false")
+    add_docs_options(ap)
     # worker-only
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)

@@ -72,9 +72,6 @@ INCLUDE_ALLOW: dict[tuple[str, str], str] = {}
 FUNCTION_ALLOW: dict[str, int] = {
     "backend_src/csrc/cuda/per_word_device.cuh::pass_single_rank": 81,
     "backend_src/csrc/cuda/tests/test_device_tables.cu::main": 150,  # a test driver
-    "bench/bench_corpus.py::main": 338,
-    "bench/bench_corpus.py::markdown": 100,
-    "bench/bench_corpus.py::run_dask": 101,
     "tests/e2e/fault_harness.py::grpc_cases": 93,
     "tests/e2e/fault_harness.py::http_cases": 111,
     "tests/gpu/test_gpu.py::_pathological": 90,
@@ -86,7 +83,6 @@ MODULE_ALLOW: dict[str, int] = {
     "backend_src/csrc/corpus/cuda/parquet.cu": 667,
     "backend_src/csrc/corpus/parquet.cpp": 837,  # +16: the page-header walk for Arrow chunks
     "backend_src/csrc/unicode_tables.h": 801,  # generated (make unicode-tables): data, not code
-    "bench/bench_corpus.py": 935,
     "bench/corpus.py": 568,
     "tests/corpus/test_corpus_cli.py": 554,
     "tests/gpu/test_gpu.py": 643,
