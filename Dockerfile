@@ -12,6 +12,8 @@
 # The entry point (gputok.serve.container) reads it, refuses --http-restricted-api and
 # --grpc-restricted-protocol arguments, and blanks the key in tritonserver's argv once the server
 # has parsed it. GPUTOK_API_KEY=<key> works too, but shows in `docker inspect`.
+# It also serves the string-input models without the dynamic batcher (request isolation, as
+# gputok-serve does; -e GPUTOK_ISOLATE_REQUESTS=0 batches them: docs/reliability.md).
 #
 # --restart: Triton 2.51 can be crashed by one malformed request (docs/reliability.md). The
 # entry point execs tritonserver, so a crash ends the container and Docker starts it again

@@ -107,3 +107,25 @@ def test_no_key_no_restricted_apis_and_bad_keys_refused(tmp_path):
         container_key({"GPUTOK_API_KEY_FILE": str(tmp_path / "empty")})
     with pytest.raises(ServeError, match="may not contain"):
         container_key({"GPUTOK_API_KEY": "a:b=c"})
+
+
+def test_the_image_isolates_string_models_unless_told(tmp_path, monkeypatch):
+    """Like gputok-serve, the image serves the string-input Python models without the dynamic
+    batcher (a malformed string fails its batch-mates in Triton 2.51), from an isolated copy
+    of /models; GPUTOK_ISOLATE_REQUESTS=0 serves /models as it is."""
+    from gputok.serve import container, pbtxt
+
+    repo = Path(__file__).resolve().parents[2] / "model_repository"
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    served = container.served_repository({"TMPDIR": str(tmp_path)}, models=repo)
+    assert served != repo and served.is_relative_to(tmp_path)
+    tok = pbtxt.read_config(served / "tokenizer" / "config.pbtxt")
+    assert not tok.HasField("dynamic_batching")
+    assert pbtxt.read_config(repo / "tokenizer" / "config.pbtxt").HasField("dynamic_batching")
+    for off in ("0", "false"):
+        env = {"TMPDIR": str(tmp_path), container.ISOLATE_ENV: off}
+        assert container.served_repository(env, models=repo) == repo
+    seen = []
+    monkeypatch.setattr(container, "run", lambda cmd, key, env: seen.append(cmd) or 0)
+    assert container.main([], models=repo) == 0
+    assert seen[0][1] == f"--model-repository={served}"

@@ -9,6 +9,11 @@ container's configuration. So the key comes from `$GPUTOK_API_KEY_FILE` (a mount
 tritonserver; and the key is blanked in tritonserver's argv as soon as it has parsed its
 options (its first line of output), as gputok-serve does (gputok.serve.triton.scrub_argv).
 
+Request isolation, as gputok-serve does it by default: the models that take strings on the Python
+backend are served from an isolated copy of /models without the dynamic batcher (Triton 2.51
+fails a malformed string's batch-mates before any model code runs: docs/reliability.md);
+`GPUTOK_ISOLATE_REQUESTS=0` serves /models as it is, batched.
+
 This process stays as the container's PID 1: it forwards SIGTERM and SIGINT to tritonserver
 and exits with its code (128 + signal for a signal), so `docker run --restart` still sees a
 crash as one.
@@ -23,13 +28,16 @@ import sys
 from pathlib import Path
 
 from gputok.serve.cli import DEFAULT_RESTRICTED, KEY_ENV, check_key
+from gputok.serve.isolate import isolated_repository
 from gputok.serve.triton import ServeError, scrub_argv
 
 KEY_FILE_ENV = "GPUTOK_API_KEY_FILE"
+ISOLATE_ENV = "GPUTOK_ISOLATE_REQUESTS"
+MODELS = Path("/models")
 KEYED_OPTIONS = ("--http-restricted-api", "--grpc-restricted-protocol")
 BASE_COMMAND = (
     "tritonserver",
-    "--model-repository=/models",
+    f"--model-repository={MODELS}",
     "--model-control-mode=none",
     "--strict-readiness=true",
     "--disable-auto-complete-config",
@@ -94,13 +102,28 @@ def run(cmd: list[str], key: str | None, env: dict) -> int:
     return 128 - code if code < 0 else code
 
 
-def main(argv: list[str] | None = None) -> int:
+def served_repository(env: dict, models: Path = MODELS) -> Path:
+    """/models, or its isolated copy (under /tmp: the image's cache may be read-only) unless
+    $GPUTOK_ISOLATE_REQUESTS is 0."""
+    flag = env.get(ISOLATE_ENV, "1").strip().lower()
+    if flag in ("0", "false", "no", "off") or not models.is_dir():
+        return models
+    served, names = isolated_repository(models, cache=Path(env.get("TMPDIR", "/tmp")) / "gputok")
+    if names:
+        print(f"gputok: model(s) {', '.join(names)} served without the dynamic batcher, so a "
+              f"malformed request fails alone ({ISOLATE_ENV}=0 batches them)", flush=True)  # fmt: skip
+    return served
+
+
+def main(argv: list[str] | None = None, models: Path = MODELS) -> int:
     extra = list(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ)
     try:
         key = container_key(env)
-        cmd = command(extra, key)
-    except ServeError as e:
+        base = list(BASE_COMMAND)
+        base[1] = f"--model-repository={served_repository(env, models)}"
+        cmd = command(extra, key, tuple(base))
+    except (ServeError, OSError, ValueError) as e:
         print(f"gputok: {e}", file=sys.stderr, flush=True)
         return 2
     for name in (KEY_ENV, KEY_FILE_ENV):
