@@ -21,7 +21,7 @@ the same server run:
   `REQUEST_INPUT_LEN`, which is what a client naming those two (gputok-client) costs.
 
 The configs are edited as text, not through `gputok.serve.pbtxt` (which needs tritonclient's
-protobuf schema): the GPU machine's image has neither. tests/test_serve_bench_plan.py checks
+protobuf schema): the GPU machine's image has neither. tests/serving/test_serve_bench_plan.py checks
 these edits against pbtxt's reading and isolate.py's rule on this machine.
 """
 
