@@ -7,7 +7,8 @@
    and a number): a fact is written out with its public source instead.
 3. The tokenizer stands alone: none of its files includes the corpus tool's native code
    (Parquet pages, snappy, split, pack).
-4. Functions are at most 80 lines (CUDA kernels 130), modules at most 500 lines. Today's
+4. Functions are at most 80 lines (CUDA kernels 130), modules at most 500 lines (the corpus
+   package's at most 400). Today's
    offenders are listed below with their current length: a listed item may shrink, never grow,
    and leaves the list once it is within the limit (a stale entry fails too).
 5. Tests by layer: a test module lives in tests/{core,gpu,serving,corpus,e2e} or beside the tool
@@ -34,6 +35,9 @@ BENCH_DOC_MAX_LINES = 200
 FUNCTION_MAX = 80
 KERNEL_MAX = 130
 MODULE_MAX = 500
+# The corpus tool's package is split by job, each module at most 400 lines.
+CORPUS_PACKAGE = "backend_src/gputok/corpus/"
+CORPUS_MODULE_MAX = 400
 
 # The archive of the old docs/benchmarks.md is kept verbatim, so its words are not rewritten.
 REFERENCE_EXEMPT = {"bench/results/2026-11-25-benchmarks-history.md"}
@@ -321,12 +325,16 @@ def _ratchet(kind: str, current: dict[str, int], allow: dict[str, int], limit_of
     return errors
 
 
+def _module_limit(rel: str) -> int:
+    return CORPUS_MODULE_MAX if rel.startswith(CORPUS_PACKAGE) else MODULE_MAX
+
+
 def check_lengths(files: list[str]) -> list[str]:
     functions, modules = measure(files)
     over = {k: v[0] for k, v in functions.items()}
     limits = {k: v[1] for k, v in functions.items()}
     errors = _ratchet("function", over, FUNCTION_ALLOW, lambda k: limits.get(k, FUNCTION_MAX))
-    errors += _ratchet("module", modules, MODULE_ALLOW, lambda k: MODULE_MAX)
+    errors += _ratchet("module", modules, MODULE_ALLOW, _module_limit)
     return errors
 
 

@@ -145,6 +145,19 @@ def test_module_lengths(tree, monkeypatch):
     ]
 
 
+def test_corpus_package_modules_at_most_400_lines(tree, monkeypatch):
+    monkeypatch.setattr(cs, "FUNCTION_ALLOW", {})
+    monkeypatch.setattr(cs, "MODULE_ALLOW", {})
+    text = "".join(_py_function(f"f{i}", 40) for i in range(10))  # 400 lines
+    files = tree("backend_src/gputok/corpus/m.py", text)
+    tree("backend_src/gputok/other.py", text + "y = 2\n")  # 401: fine outside the package
+    assert cs.check_lengths(files) == []
+    tree("backend_src/gputok/corpus/m.py", text + "y = 2\n")
+    assert cs.check_lengths(files) == [
+        "module backend_src/gputok/corpus/m.py: 401 lines > 400 (new)"
+    ]
+
+
 def test_test_layout(tree):
     files = tree("tests/core/test_a.py", "")
     tree("bench/tests/test_b.py", "")

@@ -289,3 +289,19 @@ def check_field(path: str, fmt: str, field: str) -> None:
         if isinstance(obj, dict) and field not in obj:
             keys = ", ".join(map(repr, list(obj)[:10])) or "none"
             raise CorpusInputError(f"{path}:{lineno}: no field {field!r} (fields: {keys})")
+
+
+def check_field_sample(paths: list[str], fmt: str, field: str) -> None:
+    """A wrong --field, refused before any cluster starts: when the first, middle and last
+    inputs all lack it (one that has it, or cannot be read here, lets the run go on, and each
+    shard without the field fails alone)."""
+    sample = sorted({0, len(paths) // 2, len(paths) - 1})
+    errors = []
+    for i in sample:
+        try:
+            check_field(paths[i], fmt, field)
+        except CorpusInputError as e:
+            errors.append(e)
+            continue
+        return
+    raise errors[0]

@@ -44,7 +44,7 @@ import os
 import time
 from collections.abc import Callable
 
-from ._common import DEFAULT_BATCH_BYTES, ERROR_POLICIES, MANIFEST, CorpusError, CorpusInputError
+from ._common import DEFAULT_BATCH_BYTES, ERROR_POLICIES, MANIFEST, CorpusError
 from .cluster import (
     _close_quietly,
     _ClusterOptions,
@@ -56,7 +56,7 @@ from .discovery import _SHARD_RE, plan_shards
 from .files import DEFAULT_HASH, _json_bytes, _load_json, atomic_write_bytes, new_hasher
 from .manifest import _settings, build_manifest
 from .parquet import MAX_EXPANSION, PARQUET_DECODERS
-from .readers import check_field
+from .readers import check_field_sample
 from .shard import sum_stages
 from .spec import ShardSpec
 from .tasks import (
@@ -191,7 +191,7 @@ def tokenize_corpus(
     out_dir = os.path.abspath(os.fspath(out_dir))
     base, paths, fmt, names = plan_shards(inputs, format, exclude=out_dir)
     if paths and fmt != "text":
-        _check_field_sample(paths, fmt, field)
+        check_field_sample(paths, fmt, field)
     common = ShardSpec(
         format=fmt, field=field, text_separator=text_separator, eot=eot, errors=errors,
         skip_empty=skip_empty, max_expansion=max_expansion,
@@ -341,22 +341,6 @@ def _open_client(client, opts: _ClusterOptions):
             "threads_per_worker / workers_per_gpu: ignored, the given client keeps its workers"
         )
     return (client, None, *getattr(client, "_gputok_gpu_info", (0, False)))
-
-
-def _check_field_sample(paths: list[str], fmt: str, field: str) -> None:
-    """A wrong --field, refused before any cluster starts: when the first, middle and last
-    inputs all lack it (one that has it, or cannot be read here, lets the run go on, and each
-    shard without the field fails alone)."""
-    sample = sorted({0, len(paths) // 2, len(paths) - 1})
-    errors = []
-    for i in sample:
-        try:
-            check_field(paths[i], fmt, field)
-        except CorpusInputError as e:
-            errors.append(e)
-            continue
-        return
-    raise errors[0]
 
 
 def _check_run_args(
