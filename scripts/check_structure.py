@@ -74,7 +74,6 @@ INCLUDE_ALLOW: dict[tuple[str, str], str] = {}
 # Functions over the limit on 2026-11-25 ("path::name": current lines). Each is to be split;
 # until then it may not grow. Regenerate the numbers with --current.
 FUNCTION_ALLOW: dict[str, int] = {
-    "backend_src/csrc/cuda/per_word_device.cuh::pass_single_rank": 81,
     "backend_src/csrc/cuda/tests/test_device_tables.cu::main": 150,  # a test driver
     "tests/e2e/fault_harness.py::grpc_cases": 93,
     "tests/e2e/fault_harness.py::http_cases": 111,

@@ -212,13 +212,13 @@ __device__ __forceinline__ void probe_pair(VocabView v, const WarpParts& w, int 
 // One single-rank pass over parts [0, m) (merge_per_word.cu's header: every non-overlapping
 // occurrence of the lowest rank r, leftmost first, cut at the first merge that creates a
 // lower-ranked pair). Writes F[q] = 1 for merged parts; returns how many parts it removed.
+// Tiles in order; within a tile every lane reads before any lane writes, and writes only go to
+// positions <= what was read.
 __device__ inline int pass_single_rank(VocabView v, const WarpParts& w, int m, uint32_t r,
                                        int lane) {
   int32_t* A = w.A;
   uint32_t* R = w.R;
   const uint32_t below = (1u << lane) - 1u;
-  // Tiles in order; within a tile every lane reads before any lane writes, and writes only
-  // go to positions <= what was read.
   bool cut_found = false;
   uint32_t prev_applied = 0;         // applied mask of the previous tile
   int32_t prev_a1 = 0, prev_a2 = 0;  // original A[base-1], A[base-2]
