@@ -57,15 +57,11 @@ for p in (REPO / "bench", REPO / "tests"):
 import _common  # noqa: E402
 from _common import add_docs_options, cpu_model, ncores, replace_section  # noqa: E402
 from cpu_report import markdown  # noqa: E402
-from cpu_tokenizers import TOKENIZERS, build_tokenizers, first_mismatch, to_flat  # noqa: E402
+from cpu_tokenizers import TOKENIZERS, build_tokenizers, first_mismatch, log, to_flat  # noqa: E402
 
 LENGTHS = (256, 1024, 4096, 16384, 131072)
 RESULTS = REPO / "bench" / "results"
 DOCS = _common.DOCS  # a dated note in bench/results/, not docs/benchmarks.md
-
-
-def log(msg: str) -> None:
-    print(f"[bench_cpu {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def machine_info() -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import time
 
 TOKENIZERS = ("tiktoken", "hf", "gigatoken", "gigatoken-tt", "gputok", "gputok-lists")
 # gigatoken in both exact configurations: Tokenizer(hf) and Tokenizer.from_tiktoken(ranks,
@@ -12,7 +13,8 @@ TOKENIZERS = ("tiktoken", "hf", "gigatoken", "gigatoken-tt", "gputok", "gputok-l
 
 
 def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    """bench_cpu.py's progress line, on stderr (the worker and driver use it too)."""
+    print(f"[bench_cpu {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def flat_from_lists(lists) -> tuple:
