@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from gputok.serve.isolate import isolated_repository
+from gputok.serve.isolate import isolated_repository, isolation_note
 from gputok.serve.supervisor import RestartPolicy, Supervisor
 from gputok.serve.triton import ServeError, ServerOptions, TritonServer, prepare_stub_env
 
@@ -170,12 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.isolate_requests and repo.is_dir():
             served, names = isolated_repository(repo)
             if names:
-                print(
-                    f"gputok-serve: model(s) {', '.join(names)} served without the dynamic "
-                    "batcher, so a malformed request fails alone (--no-isolate-requests "
-                    "batches them)",
-                    flush=True,
-                )
+                note = isolation_note(names, "--no-isolate-requests")
+                print(f"gputok-serve: {note}", flush=True)
         stub_env = args.stub_env
         if args.prepare_stub_env is not None:
             stub_env = prepare_stub_env(args.prepare_stub_env).parent

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from gputok.serve.cli import DEFAULT_RESTRICTED, KEY_ENV, check_key
-from gputok.serve.isolate import isolated_repository
+from gputok.serve.isolate import isolated_repository, isolation_note
 from gputok.serve.triton import ServeError, scrub_argv
 
 KEY_FILE_ENV = "GPUTOK_API_KEY_FILE"
@@ -37,7 +37,6 @@ MODELS = Path("/models")
 KEYED_OPTIONS = ("--http-restricted-api", "--grpc-restricted-protocol")
 BASE_COMMAND = (
     "tritonserver",
-    f"--model-repository={MODELS}",
     "--model-control-mode=none",
     "--strict-readiness=true",
     "--disable-auto-complete-config",
@@ -64,7 +63,12 @@ def container_key(env: dict) -> str | None:
     return check_key(env.get(KEY_ENV, "").strip() or None)
 
 
-def command(extra: list[str], key: str | None, base: tuple[str, ...] = BASE_COMMAND) -> list[str]:
+def command(
+    extra: list[str],
+    key: str | None,
+    base: tuple[str, ...] = BASE_COMMAND,
+    models: Path = MODELS,
+) -> list[str]:
     """tritonserver's argv: the image's options, the key's restricted APIs, then `extra`;
     ServeError for an argument that would carry a key."""
     for arg in extra:
@@ -74,7 +78,7 @@ def command(extra: list[str], key: str | None, base: tuple[str, ...] = BASE_COMM
                 f"every user of the host. Mount the key as a file and pass its path in "
                 f"{KEY_FILE_ENV} (or the key in {KEY_ENV})."
             )
-    cmd = list(base)
+    cmd = [base[0], f"--model-repository={models}", *base[1:]]
     if key is not None:
         spec = f"{DEFAULT_RESTRICTED}:gputok-key={key}"
         cmd += [f"--http-restricted-api={spec}", f"--grpc-restricted-protocol={spec}"]
@@ -110,8 +114,7 @@ def served_repository(env: dict, models: Path = MODELS) -> Path:
         return models
     served, names = isolated_repository(models, cache=Path(env.get("TMPDIR", "/tmp")) / "gputok")
     if names:
-        print(f"gputok: model(s) {', '.join(names)} served without the dynamic batcher, so a "
-              f"malformed request fails alone ({ISOLATE_ENV}=0 batches them)", flush=True)  # fmt: skip
+        print(f"gputok: {isolation_note(names, f'{ISOLATE_ENV}=0')}", flush=True)
     return served
 
 
@@ -120,9 +123,7 @@ def main(argv: list[str] | None = None, models: Path = MODELS) -> int:
     env = dict(os.environ)
     try:
         key = container_key(env)
-        base = list(BASE_COMMAND)
-        base[1] = f"--model-repository={served_repository(env, models)}"
-        cmd = command(extra, key, tuple(base))
+        cmd = command(extra, key, models=served_repository(env, models))
     except (ServeError, OSError, ValueError) as e:
         print(f"gputok: {e}", file=sys.stderr, flush=True)
         return 2

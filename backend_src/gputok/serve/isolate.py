@@ -43,6 +43,14 @@ def models_to_isolate(repo: Path) -> list[str]:
     return names
 
 
+def isolation_note(names: list[str], batch_hint: str) -> str:
+    """The line a launcher prints when it isolates `names`; `batch_hint` says how to batch."""
+    return (
+        f"model(s) {', '.join(names)} served without the dynamic batcher, so a malformed "
+        f"request fails alone ({batch_hint} batches them)"
+    )
+
+
 def isolated_repository(repo: Path, cache: Path | None = None) -> tuple[Path, list[str]]:
     """(a repository that serves `repo` with those models unbatched, the models changed).
     `repo` itself when no model needs it."""
