@@ -58,21 +58,6 @@ def ref(docs):
     return out
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=False,
-        dashboard_address=":0",
-        scheduler_kwargs={"dashboard": False},
-    )
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
-
-
 def shard_docs(docs: list[str]) -> list[list[int]]:
     """Document indices per input shard (round robin), for building inputs and expectations."""
     return [list(range(k, len(docs), N_SHARDS)) for k in range(N_SHARDS)]

@@ -28,21 +28,6 @@ N_SHARDS = 12
 
 
 @pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=False,
-        dashboard_address=":0",
-        scheduler_kwargs={"dashboard": False},
-    )
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
-
-
-@pytest.fixture(scope="module")
 def docs(corpus) -> list[str]:
     picked = [d[:3000] for d in corpus[:60] if "\x1e\n" not in d and d]
     assert len(picked) >= 40
