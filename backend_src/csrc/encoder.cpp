@@ -4,12 +4,16 @@
 // them and derives each text's offsets, so the result never depends on the thread count.
 // On one thread the units write the result directly.
 //
-// Performance notes (2-core dev machine, callgrind, bench/results/2026-11-25-cpu-path-2.md):
-// on the bench corpus 30% of pieces are one byte, 43% whole tokens (one probe of the token
-// index), the rest hit the shared pretoken cache or run merge_piece. A warm pass costs ~151
-// instructions a piece (221 before next_many and the pointer stores), the code corpus ~133:
-// scanning 46, this loop 42, key + hash + token index 42, pretoken cache 12. A warm batch
-// pass waits on memory more than it executes: 30% fewer instructions gave 5-11% CPU time.
+// Performance notes. On the bench corpus 30% of pieces are one byte (a table read), 43% whole
+// tokens, the rest pieces that merge_piece splits; every piece of 2..128 bytes is looked up in
+// the shared pretoken cache first, whose slots hold whole tokens too. Callgrind (2-core dev
+// machine, bench/results/2026-11-25-cpu-path-2.md): ~151 instructions a warm piece (scanning
+// 46). A warm batch pass waits on memory more than it executes: one random cache line a
+// piece. What moved it (2-core dev VM, 2026-11-27, one thread, CPU time, best of 4-6
+// alternated runs; bench/results/2026-11-27-cpu-path-3.md): huge pages for the tables and
+// no store-forwarding stall on the key, then one probe a piece (tokens in the cache) and
+// 32-byte slots at 70% load (734K entries in 64 MiB, was 256K): warm 10 MB of the bench
+// corpus 118 -> 177 MB/s, the whole 85 MB 60 -> 159, 10 MB of stdlib code 149 -> 215.
 #include "encoder.h"
 
 #include <algorithm>
@@ -91,14 +95,17 @@ struct Encoder::Prepared {
   size_t chunk_bytes = kChunkBytes;  // ordinary text is cut into units of about this
 };
 
-Encoder::Encoder(std::shared_ptr<const Vocab> vocab)
-    : vocab_(std::move(vocab)), cache_(std::make_shared<PieceCache>(kDefaultPieceCacheBytes)) {}
+Encoder::Encoder(std::shared_ptr<const Vocab> vocab) : vocab_(std::move(vocab)) {
+  set_piece_cache_bytes(kDefaultPieceCacheBytes);
+}
 Encoder::~Encoder() = default;
 
 std::shared_ptr<PieceCache> Encoder::cache() const { return std::atomic_load(&cache_); }
 
 void Encoder::set_piece_cache_bytes(size_t bytes) {
-  std::atomic_store(&cache_, bytes ? std::make_shared<PieceCache>(bytes) : nullptr);
+  // Ids of a vocabulary of at most 65,536 fit the cache's 16-bit inline form.
+  const bool narrow = vocab_->n_vocab() <= 65536;
+  std::atomic_store(&cache_, bytes ? std::make_shared<PieceCache>(bytes, narrow) : nullptr);
 }
 
 PieceCacheStats Encoder::piece_cache_stats() const {
@@ -171,12 +178,14 @@ void Encoder::prepare(const std::vector<TextInput>& texts, const SpecialPolicy& 
 }
 
 // Pieces go through in blocks of up to kBlock, in two passes: cut them (next_many reads a
-// 64-byte window's boundaries at once) and prefetch the slots of the token index and the
-// pretoken cache for those over one byte, then look them up in order (merge_piece on a
-// miss of both). Each lookup is a likely cache miss (the index is 3 MiB, the pretoken
-// cache 64 MiB); the prefetches let the memory system serve a block's misses together
-// instead of one by one. A segment's ids are at most its bytes, so `out` grows once per
-// segment and the ids are stored through a pointer (no capacity check per piece).
+// 64-byte window's boundaries at once) and prefetch the pretoken cache's slot of those over
+// one byte, then look them up in order. The cache answers every piece it has seen, whole
+// tokens included; a miss asks the token index, then merges, and inserts the answer. Each
+// lookup is a likely cache miss (the cache is 32 MiB of slots); the prefetches let the memory
+// system serve a block's misses together instead of one by one. A segment's ids are at most
+// its bytes, so `out` grows once per segment and the ids are stored through a pointer (no
+// capacity check per piece). The key's words are stored one by one: a 16-byte copy of a key
+// just built in two 8-byte registers stalled on store forwarding, once a piece.
 void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector& out) const {
   constexpr size_t kBlock = 32;
   struct Pending {
@@ -206,10 +215,15 @@ void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector&
         const size_t len = lens[m];
         if (len > 1) {
           Pending& q = block[m];
-          q.key = make_key(data + pos, len, n - pos);
-          q.h = key_hash(q.key);
-          if (whole) voc.prefetch_token(q.h, len);
-          if (cache && len <= PieceCache::kMaxPiece) cache->prefetch(q.h);
+          const PieceKey key = make_key(data + pos, len, n - pos);
+          q.key.w0 = key.w0;
+          q.key.w1 = key.w1;
+          q.key.len = key.len;
+          q.h = key_hash(key);
+          if (cache && len <= PieceCache::kMaxPiece)
+            cache->prefetch(q.h);
+          else if (whole)
+            voc.prefetch_token(q.h, len);
         }
         pos += len;
       }
@@ -221,25 +235,25 @@ void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector&
         continue;
       }
       const Pending& q = block[k];
+      const bool cacheable = cache && len <= PieceCache::kMaxPiece;
+      if (cacheable) {
+        if (const size_t got = cache->find(q.key, piece, q.h, w)) {
+          w += got;
+          continue;
+        }
+      }
       if (whole) {
         const int32_t id = voc.find_token(q.key, piece, q.h);
         if (id >= 0) {
           *w++ = id;
+          if (cacheable) cache->insert(q.key, piece, q.h, &id, 1);
           continue;
         }
       }
-      const bool cacheable = cache && len <= PieceCache::kMaxPiece;
-      size_t n_ids = 0;
-      const int32_t* ids = cacheable ? cache->find(q.key, piece, q.h, &n_ids) : nullptr;
-      if (!ids) {
-        scratch.out.clear();
-        merge_piece(v, piece, len, scratch.out, scratch);
-        ids = scratch.out.data();
-        n_ids = scratch.out.size();
-        if (cacheable) cache->insert(q.key, piece, q.h, ids, n_ids);
-      }
-      for (size_t j = 0; j < n_ids; ++j) w[j] = ids[j];
-      w += n_ids;
+      scratch.out.clear();
+      merge_piece(v, piece, len, scratch.out, scratch);
+      if (cacheable) cache->insert(q.key, piece, q.h, scratch.out.data(), scratch.out.size());
+      for (const int32_t id : scratch.out) *w++ = id;
     }
   }
   out.resize(size_t(w - out.data()));

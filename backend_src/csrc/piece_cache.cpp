@@ -6,29 +6,31 @@
 #include <cstring>
 #include <new>
 
+#include "huge_pages.h"
+
 namespace gputok {
 
-PieceCache::PieceCache(size_t capacity_bytes) {
+PieceCache::PieceCache(size_t capacity_bytes, bool narrow_ids)
+    : inline_ids_(narrow_ids ? kInlineNarrow : kInlineWide), narrow_(narrow_ids) {
   if (capacity_bytes < kMinBytes) capacity_bytes = kMinBytes;
-  // Three quarters in slots (a power of two), the rest arena: on the bench corpus the
-  // bytes past 16 and ids past 8 of the cached pieces were ~1/3 of the slots' bytes.
+  // Half in slots (a power of two), the rest arena: on the bench corpus (85 MB) the arena
+  // (bytes past 16 and spilled ids, 4-aligned) took about as much as the slots in use.
   size_t slots = 256;
-  while (slots * 2 * sizeof(Slot) <= capacity_bytes * 3 / 4) slots *= 2;
-  arena_bytes_ = capacity_bytes - slots * sizeof(Slot);
-  // calloc: all tags 0 (empty), and the pages are only touched as slots fill.
-  slots_ = static_cast<Slot*>(std::calloc(slots, sizeof(Slot)));
+  while (slots * 2 * sizeof(Slot) <= capacity_bytes / 2) slots *= 2;
+  slot_bytes_ = slots * sizeof(Slot);
+  arena_bytes_ = capacity_bytes - slot_bytes_;
+  slots_ = static_cast<Slot*>(huge_alloc(slot_bytes_));  // zeroed: every tag 0 (empty)
   arena_ = static_cast<uint8_t*>(std::malloc(arena_bytes_));
-  if (!slots_ || !arena_) {
-    std::free(slots_);
-    std::free(arena_);
+  if (!arena_) {
+    huge_free(slots_, slot_bytes_);
     throw std::bad_alloc();
   }
   mask_ = slots - 1;
-  max_entries_ = slots / 2;
+  max_entries_ = size_t(double(slots) * kMaxLoad);
 }
 
 PieceCache::~PieceCache() {
-  std::free(slots_);
+  huge_free(slots_, slot_bytes_);
   std::free(arena_);
 }
 
@@ -44,12 +46,15 @@ bool PieceCache::claim_arena(size_t bytes, uint32_t* offset) {
 void PieceCache::insert(const PieceKey& k, const uint8_t* p, uint64_t h, const int32_t* ids,
                         size_t n_ids) {
   if (n_ids == 0 || n_ids > kMaxIds || k.len > kMaxPiece) return;
+  if (narrow_)
+    for (size_t j = 0; j < n_ids; ++j)
+      if (ids[j] < 0 || ids[j] > 0xFFFF) return;  // not what narrow_ids promised: skip it
   if (frozen_.load(std::memory_order_relaxed)) return;
+  const bool spill = spills(k.len, n_ids);
   const size_t tail = k.len > 16 ? k.len - 16 : 0;
-  const size_t spill = n_ids > kInlineIds ? n_ids : 0;
   uint32_t extra = 0;  // claims are multiples of 4, so arena offsets stay 4-aligned
   // A full arena only stops pieces that need it; short ones still fit in slots.
-  const size_t bytes = ((tail + 3) & ~size_t(3)) + spill * sizeof(int32_t);
+  const size_t bytes = spill ? ((tail + 3) & ~size_t(3)) + n_ids * sizeof(int32_t) : 0;
   if (bytes > 0 && !claim_arena(bytes, &extra)) return;
   if (entries_.fetch_add(1, std::memory_order_relaxed) >= max_entries_) {
     frozen_.store(true, std::memory_order_relaxed);
@@ -63,12 +68,18 @@ void PieceCache::insert(const PieceKey& k, const uint8_t* p, uint64_t h, const i
     if (s.tag.load(std::memory_order_relaxed) != 0 ||
         !s.tag.compare_exchange_strong(expected, 1, std::memory_order_acquire))
       continue;  // taken (or just claimed by another writer): probe on
-    s.len = uint16_t(k.len);
-    s.n_ids = uint16_t(n_ids);
-    s.extra = extra;
+    s.len = uint8_t(k.len);
+    s.n_ids = uint8_t(n_ids);
     s.w0 = k.w0;
     s.w1 = k.w1;
-    if (!spill) std::memcpy(s.ids, ids, n_ids * sizeof(int32_t));
+    if (spill) {
+      s.extra = extra;
+    } else if (narrow_) {
+      s.id0 = uint16_t(ids[0]);
+      for (size_t j = 1; j < n_ids; ++j) s.ids16[j - 1] = uint16_t(ids[j]);
+    } else {
+      for (size_t j = 0; j < n_ids; ++j) s.ids32[j] = ids[j];
+    }
     s.tag.store(tag_of(h), std::memory_order_release);
     return;
   }
@@ -76,7 +87,7 @@ void PieceCache::insert(const PieceKey& k, const uint8_t* p, uint64_t h, const i
 
 PieceCacheStats PieceCache::stats() const {
   PieceCacheStats st;
-  st.capacity_bytes = (mask_ + 1) * sizeof(Slot) + arena_bytes_;
+  st.capacity_bytes = slot_bytes_ + arena_bytes_;
   st.entries = std::min(entries_.load(), max_entries_);
   st.max_entries = max_entries_;
   st.arena_used = std::min(arena_used_.load(), arena_bytes_);

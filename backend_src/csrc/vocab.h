@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "huge_pages.h"
 #include "types.h"
 
 namespace gputok {
@@ -107,14 +108,17 @@ class TokenIndex {
     int32_t id;
     int32_t pad;
   };
-  std::vector<ShortSlot> short_;
-  std::vector<Slot> slots_;
+  std::vector<ShortSlot, HugePageAllocator<ShortSlot>> short_;  // huge_pages.h
+  std::vector<Slot, HugePageAllocator<Slot>> slots_;
   // The tokens' vector lives in the move-only Vocab that owns this index; its address is
   // re-pointed by Vocab after every move (see Vocab's move operations).
   const std::vector<std::string>* tokens_ = nullptr;
   uint64_t short_mask_ = 0, mask_ = 0;
   friend class Vocab;
 };
+
+// The pair table's slots (4 MiB for r50k): on huge pages, as every merge probes it at random.
+using PairSlots = std::vector<uint64_t, HugePageAllocator<uint64_t>>;
 
 struct SpecialToken {
   std::string text;
@@ -146,7 +150,7 @@ class Vocab {
 
   const std::vector<std::string>& tokens() const { return tokens_; }
   // Interleaved key, value per slot (types.h); pair_capacity() slots.
-  const std::vector<uint64_t>& pair_slots() const { return pair_slots_; }
+  const PairSlots& pair_slots() const { return pair_slots_; }
   size_t pair_capacity() const { return pair_slots_.size() / 2; }
   const int32_t* byte_token() const { return byte_token_.data(); }
   const std::vector<SpecialToken>& specials() const { return specials_; }
@@ -178,7 +182,7 @@ class Vocab {
   std::vector<std::string> tokens_;  // by id; ids without a token are empty (gaps)
   std::vector<uint8_t> present_;     // 1 where tokens_[id] is a real token
   std::vector<SpecialToken> specials_;
-  std::vector<uint64_t> pair_slots_;
+  PairSlots pair_slots_;
   std::vector<int32_t> byte_token_ = std::vector<int32_t>(256, -1);
   std::vector<uint64_t> byte_pairs_;  // see VocabView::byte_pairs
   TokenIndex index_;

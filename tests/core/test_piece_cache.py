@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -111,3 +112,57 @@ def test_replacing_the_cache_keeps_ids(corpus):
     assert _rows(tok, docs) == want
     ids, _ = tok.encode_batch_flat(docs)
     assert np.array_equal(ids, np.concatenate([np.asarray(r, np.int32) for r in want]))
+
+
+def test_whole_tokens_are_cached_so_a_warm_piece_is_one_probe():
+    """Pieces that are whole tokens go into the cache too (one id), so a warm piece needs
+    the cache alone, not the token index first: the entries count them."""
+    tok = gputok.gpt2(device="cpu")
+    text = " hello world and the rest of it"  # every piece a whole token
+    assert tok.encode_ordinary(text) == [23748, 995, 290, 262, 1334, 286, 340]
+    assert tok.piece_cache_stats()["entries"] == 7
+    assert tok.encode_ordinary(text) == [23748, 995, 290, 262, 1334, 286, 340]
+    assert tok.piece_cache_stats()["entries"] == 7
+
+
+def test_ids_past_16_bits_are_cached_whole(tmp_path, corpus, ref):
+    """A vocabulary whose ids do not fit 16 bits keeps its cached ids in the wide form: r50k's
+    ranks moved up by 100,000 give tiktoken's ids plus 100,000, cold and warm."""
+    lines = (Path(gputok.__file__).parent / "data" / "gpt2.tiktoken").read_text().split()
+    shifted = tmp_path / "shifted.tiktoken"
+    shifted.write_text(
+        "".join(f"{b} {int(r) + 100_000}\n" for b, r in zip(lines[::2], lines[1::2], strict=True))
+    )
+    tok = gputok.load_tiktoken_file(shifted, {"<|endoftext|>": 150_256}, device="cpu")
+    docs = _docs(corpus, n=200, seed=3)
+    want = [[i + 100_000 for i in row] for row in ref.encode_ordinary_batch(docs, num_threads=2)]
+    assert sum(map(len, want)) > 0
+    for _ in range(2):  # cold, then warm from the cache
+        assert _rows(tok, docs) == want
+    assert tok.piece_cache_stats()["entries"] > 0
+
+
+def _anon_huge_kb() -> int | None:
+    try:
+        text = Path("/proc/self/smaps_rollup").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return None
+
+
+def test_the_cache_is_on_huge_pages_where_the_kernel_offers_them(corpus):
+    """Its slots are advised onto 2 MiB pages (every lookup is a random access; on 4 KiB
+    pages each also missed the TLB)."""
+    try:
+        mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        pytest.skip("no transparent huge pages here")
+    if "[never]" in mode or _anon_huge_kb() is None:
+        pytest.skip(f"transparent huge pages off: {mode.strip()}")
+    before = _anon_huge_kb()
+    tok = gputok.gpt2(device="cpu")
+    tok.encode_batch_flat(list(corpus[:300]), num_threads=1)
+    assert _anon_huge_kb() - before >= 2048

@@ -60,7 +60,7 @@ class DeviceTables {
 
   static std::vector<uint64_t> respread(const Vocab& vocab, int sparser) {
     const auto& src = vocab.pair_slots();
-    if (sparser <= 0) return src;
+    if (sparser <= 0) return std::vector<uint64_t>(src.begin(), src.end());
     const size_t cap = vocab.pair_capacity() << sparser;
     std::vector<uint64_t> out(2 * cap, kEmptyKey);
     for (size_t i = 0; i < src.size(); i += 2) {
