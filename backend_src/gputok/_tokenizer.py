@@ -112,14 +112,17 @@ class Tokenizer(EncodingAPI):
     # -- properties ---------------------------------------------------------------------
     @property
     def n_vocab(self) -> int:
+        """Number of ids, ordinary and special (50257 for GPT-2), as tiktoken's ``n_vocab``."""
         return int(self._vocab.n_vocab)
 
     @property
     def eot_token(self) -> int:
+        """The id of ``<|endoftext|>`` (50256 for GPT-2), as tiktoken's ``eot_token``."""
         return self._special_tokens["<|endoftext|>"]
 
     @property
     def special_tokens_set(self) -> set[str]:
+        """The special tokens' texts (``{"<|endoftext|>"}`` for GPT-2), a new set each call."""
         return set(self._special_tokens)
 
     def __repr__(self) -> str:
