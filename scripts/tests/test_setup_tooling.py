@@ -18,14 +18,18 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.skipif(not (REPO / ".venv" / "bin" / "python").exists(), reason="no .venv")
 def test_regression_setup_is_a_quiet_no_op_when_nothing_changed():
     """`make serve` re-ran a pip build on every start (13 of 26 s) and printed setuptools
-    deprecation banners. The first run here may build; the second must do nothing."""
+    deprecation banners. The first run here builds (forced: a checkout already built would
+    skip it, and the banners would go unseen); the second must do nothing."""
     run = [
         "bash",
         str(REPO / "scripts" / "setup.sh"),
     ]
     env = {k: v for k, v in os.environ.items() if k != "GPUTOK_FORCE_BUILD"}
-    first = subprocess.run(run, capture_output=True, text=True, env=env, timeout=900)
+    first = subprocess.run(
+        run, capture_output=True, text=True, env={**env, "GPUTOK_FORCE_BUILD": "1"}, timeout=900
+    )
     assert first.returncode == 0, first.stderr
+    assert "building gputok" in first.stderr, first.stderr
     assert "!!" not in first.stderr and "Deprecat" not in first.stderr, first.stderr
     t0 = time.monotonic()
     second = subprocess.run(run, capture_output=True, text=True, env=env, timeout=300)
