@@ -203,7 +203,8 @@ void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector&
   Pending block[kBlock];
   PieceScanner scanner(uni, data, n);
   const size_t at = out.size();
-  out.resize(at + n);  // ids <= bytes; IdVector leaves the new ids uninitialized
+  // ids <= bytes, plus the cache's slack; IdVector leaves the new ids uninitialized
+  out.resize(at + n + PieceCache::kSlackIds);
   int32_t* w = out.data() + at;
   size_t pos = 0;
   while (pos < n) {

@@ -54,14 +54,18 @@ void PieceCache::insert(const PieceKey& k, const uint8_t* p, uint64_t h, const i
   const size_t tail = k.len > 16 ? k.len - 16 : 0;
   uint32_t extra = 0;  // claims are multiples of 4, so arena offsets stay 4-aligned
   // A full arena only stops pieces that need it; short ones still fit in slots.
-  const size_t bytes = spill ? ((tail + 3) & ~size_t(3)) + n_ids * sizeof(int32_t) : 0;
+  const size_t bytes = spill ? tail_bytes(k.len) + ids_bytes(n_ids) : 0;
   if (bytes > 0 && !claim_arena(bytes, &extra)) return;
   if (entries_.fetch_add(1, std::memory_order_relaxed) >= max_entries_) {
     frozen_.store(true, std::memory_order_relaxed);
     return;
   }
   if (tail) std::memcpy(arena_ + extra, p + 16, tail);
-  if (spill) std::memcpy(arena_ + ((extra + tail + 3) & ~size_t(3)), ids, n_ids * sizeof(int32_t));
+  if (spill) {
+    uint8_t* at = arena_ + extra + tail_bytes(k.len);
+    std::memcpy(at, ids, n_ids * sizeof(int32_t));
+    std::memset(at + n_ids * sizeof(int32_t), 0, ids_bytes(n_ids) - n_ids * sizeof(int32_t));
+  }
   for (size_t slot = h & mask_;; slot = (slot + 1) & mask_) {
     Slot& s = slots_[slot];
     uint32_t expected = 0;
