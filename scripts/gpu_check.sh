@@ -70,7 +70,8 @@ fi
 
 if has test; then
   t0=$(date +%s)
-  timeout 330 $PY -m pytest -q -p no:cacheprovider -m "not slow" --timeout=200 tests/gpu/test_gpu.py tests/gpu/test_encode_uint16.py 2>&1 | tee "$OUT/pytest.log" | tail -40
+  timeout 330 $PY -m pytest -q -p no:cacheprovider -m "not slow" --timeout=200 tests/gpu/test_gpu.py tests/gpu/test_gpu_paths.py tests/gpu/test_gpu_resources.py \
+    tests/gpu/test_encode_uint16.py 2>&1 | tee "$OUT/pytest.log" | tail -40
   note "pytest (not slow): $(tail -1 "$OUT/pytest.log") [$(( $(date +%s) - t0 )) s]"
 fi
 
@@ -90,7 +91,7 @@ fi
 
 if has slow; then
   t0=$(date +%s)
-  timeout 500 $PY -m pytest -q -p no:cacheprovider -m slow tests/gpu/test_gpu.py 2>&1 | tee "$OUT/pytest-slow.log" | tail -20
+  timeout 500 $PY -m pytest -q -p no:cacheprovider -m slow tests/gpu/test_gpu.py tests/gpu/test_gpu_paths.py tests/gpu/test_gpu_resources.py 2>&1 | tee "$OUT/pytest-slow.log" | tail -20
   note "pytest (slow): $(tail -1 "$OUT/pytest-slow.log") [$(( $(date +%s) - t0 )) s]"
 fi
 

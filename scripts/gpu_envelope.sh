@@ -34,7 +34,7 @@ memcheck() {
 }
 pytests() {
   timeout ${TEST_TIMEOUT:-240} $PY -m pytest -q -x -p no:cacheprovider -m "not slow" tests/gpu/test_chunk_pipeline.py \
-    tests/gpu/test_gpu.py tests/gpu/test_encode_uint16.py >"$OUT/pytest.log" 2>&1
+    tests/gpu/test_gpu.py tests/gpu/test_gpu_paths.py tests/gpu/test_gpu_resources.py tests/gpu/test_encode_uint16.py >"$OUT/pytest.log" 2>&1
   echo "pytest rc=$? $(tail -1 "$OUT/pytest.log")"
 }
 old() {

@@ -22,7 +22,7 @@ tail -2 "$OUT/check.log"
 export PYTHONPATH=/tmp/site:$PWD/backend_src
 [ -f .cache/corpus/corpus-bench.jsonl ] || $PY bench/corpus.py unbundle --bundle .carry/corpus-bench.jsonl.xz >/dev/null 2>&1
 if has tests; then
-  timeout 200 $PY -m pytest -q -x -p no:cacheprovider tests/gpu/test_fused_lean.py tests/gpu/test_gpu.py \
+  timeout 200 $PY -m pytest -q -x -p no:cacheprovider tests/gpu/test_fused_lean.py tests/gpu/test_gpu.py tests/gpu/test_gpu_paths.py \
     -k "lean or fused or tile_edges or small_inputs or long_pieces or pathological or uint16" >"$OUT/pytest.log" 2>&1
   echo "pytest (fused paths) rc=$? $(tail -1 "$OUT/pytest.log")"
 fi
