@@ -79,7 +79,6 @@ FUNCTION_ALLOW: dict[str, int] = {
 # Modules over 500 lines on 2026-11-25 (path: current lines); same rule.
 MODULE_ALLOW: dict[str, int] = {
     "backend_src/bindings/bindings.cpp": 565,
-    "backend_src/csrc/corpus/cuda/parquet.cu": 667,
     "backend_src/csrc/unicode_tables.h": 801,  # generated (make unicode-tables): data, not code
     "tests/corpus/test_corpus_cli.py": 539,
     "tests/corpus/test_parquet_pages.py": 613,

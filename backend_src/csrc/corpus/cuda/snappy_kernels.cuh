@@ -1,4 +1,5 @@
-// The GPU snappy kernels' launchers (parquet.cu), for the page decoder (gpu_page_decoder.cu).
+// The GPU snappy kernels' launchers (parquet.cu; the kernels are in snappy_walks.cu and
+// snappy_decode.cu), for the page decoder (gpu_page_decoder.cu).
 #pragma once
 
 #include <cuda_runtime.h>
