@@ -79,7 +79,6 @@ MODULE_ALLOW: dict[str, int] = {
     "backend_src/bindings/bindings.cpp": 565,
     "backend_src/csrc/unicode_tables.h": 801,  # generated (make unicode-tables): data, not code
     "tests/corpus/test_corpus_cli.py": 539,
-    "tests/corpus/test_parquet_pages.py": 613,
 }
 
 

@@ -84,7 +84,7 @@ if has sanitize; then
   # The Parquet snappy kernels (corpus/cuda/parquet.cu), through the GPU page reader's tests.
   for tool in memcheck racecheck; do
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $PY -m pytest -q -p no:cacheprovider \
-      tests/corpus/test_parquet_pages.py -k "(gpu and (bench_like or hand_built or malformed or every_tag_kind or offset_zero)) or beside or (ablations and 256)" >"$OUT/sanitizer-parquet-$tool.log" 2>&1
+      tests/corpus/test_parquet_pages.py tests/corpus/test_parquet_snappy.py -k "(gpu and (bench_like or hand_built or malformed or every_tag_kind or offset_zero)) or beside or (ablations and 256)" >"$OUT/sanitizer-parquet-$tool.log" 2>&1
     note "compute-sanitizer $tool (Parquet pages): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY| passed' "$OUT/sanitizer-parquet-$tool.log" | tail -2 | tr '\n' ' ')"
   done
 fi

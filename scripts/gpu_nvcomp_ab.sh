@@ -40,7 +40,7 @@ note "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=c
 lap "set-up"
 
 # Separate processes: a fault inside nvCOMP on hostile input would end its process's context.
-T=tests/corpus/test_parquet_pages.py
+T="tests/corpus/test_parquet_pages.py tests/corpus/test_parquet_snappy.py"
 has tests && for k in "gpu and (bench_like or hand_built or every_tag or offset_zero)" \
   "nvcomp and not property" "nvcomp and property"; do
   timeout 45 python3 -m pytest -q -p no:cacheprovider -x $T tests/corpus/test_corpus_native.py \
