@@ -58,10 +58,10 @@ TEXT_NAMES = {"Makefile", "Dockerfile", "pa", "run"}
 
 # The tokenizer's native files (every file of backend_src/csrc outside corpus/: types, vocab,
 # UTF-8, pretokenize, merge, decode, the encoder, the facade, its GPU object and kernels) and
-# its bindings, and the corpus code they may not include (csrc/corpus/, the _corpus_native
-# module's).
+# its bindings (the _core module's: every file of backend_src/bindings but corpus_bindings.cpp),
+# and the corpus code they may not include (csrc/corpus/, the _corpus_native module's).
 TOKENIZER_FILES = re.compile(
-    r"backend_src/(?:csrc/(?!corpus/)(?:[^/]+|cuda/.+)|bindings/bindings\.cpp)$"
+    r"backend_src/(?:csrc/(?!corpus/)(?:[^/]+|cuda/.+)|bindings/(?!corpus_)[^/]+)$"
 )
 CORPUS_INCLUDE = re.compile(
     r'^\s*#\s*include\s*[<"](?:[^">]*/)?'
@@ -74,9 +74,8 @@ INCLUDE_ALLOW: dict[tuple[str, str], str] = {}
 # Functions over the limit ("path::name": current lines): none since the last ones were split.
 # An entry added here may only shrink until it is split. Measure them with --current.
 FUNCTION_ALLOW: dict[str, int] = {}
-# Modules over 500 lines on 2026-11-25 (path: current lines); same rule.
+# Modules over 500 lines (path: current lines), same rule: only the generated Unicode table.
 MODULE_ALLOW: dict[str, int] = {
-    "backend_src/bindings/bindings.cpp": 565,
     "backend_src/csrc/unicode_tables.h": 801,  # generated (make unicode-tables): data, not code
 }
 

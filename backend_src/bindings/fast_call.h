@@ -1,5 +1,5 @@
 // A C++ callable of one Python argument as a builtin function (METH_FASTCALL). Included by
-// bindings.cpp for the calls whose per-call cost matters (encode() of a short text).
+// core_bindings.cpp for the calls whose per-call cost matters (encode() of a short text).
 //
 // Why: pybind11's dispatcher tries each overload, gathers the arguments into vectors and runs
 // a type caster per argument; for encode_list(text, allowed, disallowed, errors) that was ~1,400

@@ -1,5 +1,5 @@
 // Token ids -> a Python list of ints (encode(), encode_batch()). Conversion only: included by
-// bindings.cpp, called with the GIL held.
+// core_bindings.cpp, called with the GIL held.
 //
 // Why it is built this way (bench/bench_call_overhead.py; figures in
 // bench/results/2026-11-25-call-overhead.md):

@@ -1,5 +1,5 @@
 // One text in, its ids out (encode(), encode_to_numpy()): the conversions of the latency
-// path. Included by bindings.cpp; called with the GIL held.
+// path. Included by core_bindings.cpp (and convert.h); called with the GIL held.
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -72,8 +72,10 @@ def test_includes(tree, monkeypatch):
     tree("backend_src/csrc/corpus/cuda/parquet.cu", '#include "parquet.h"\n')  # corpus code itself
     tree("backend_src/csrc/corpus/parquet.cpp", '#include "pack.h"\n')
     tree("backend_src/bindings/corpus_bindings.cpp", '#include "../csrc/corpus/pack.h"\n')
+    tree("backend_src/bindings/core_bindings.cpp", '#include "../csrc/corpus/split.h"\n')
     errors = cs.check_includes(files)
     assert sorted(e.split(":")[0] for e in errors) == [
+        "backend_src/bindings/core_bindings.cpp",
         "backend_src/csrc/cuda/merge_x.cu",
         "backend_src/csrc/vocab.cpp",
     ], errors
