@@ -18,6 +18,7 @@
 #include "kernels.cuh"
 #include "pool.cuh"
 #include "pretokenize.h"
+#include "take_slot.cuh"
 #include "thread_pool.h"
 
 namespace gputok {
@@ -92,24 +93,6 @@ struct StreamSlot {
     if (stream) cudaStreamDestroy(stream);
   }
 };
-
-// A slot of slots[0, n), locked: the first free one from `first` on; when all are busy, waits
-// for slots[wait_on % n].
-template <typename Slot>
-Slot& take_slot(Slot* slots, size_t n, size_t first, size_t wait_on,
-                std::unique_lock<std::mutex>& lock) {
-  for (size_t k = 0; k < n; ++k) {
-    Slot& s = slots[(first + k) % n];
-    std::unique_lock<std::mutex> l(s.mu, std::try_to_lock);
-    if (l.owns_lock()) {
-      lock = std::move(l);
-      return s;
-    }
-  }
-  Slot& s = slots[wait_on % n];
-  lock = std::unique_lock<std::mutex>(s.mu);
-  return s;
-}
 
 // Tokenizing: up to 4 calls at once (GpuTuning::encode_slots: 1-8; 1 is the encoder before
 // slots, one call at a time). Calls take the lowest free slot, so one caller at a time uses

@@ -24,6 +24,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/pool.cuh"
+#include "cuda/take_slot.cuh"
 #include "gpu_page_decoder.h"
 #include "nvcomp_snappy.h"
 #include "snappy_kernels.cuh"
@@ -164,17 +165,7 @@ struct GpuPageDecoder::Impl {
 // The first free slot from a rotating start; when all are busy, waits for that one.
 DecodeSlot& GpuPageDecoder::Impl::take_slot(std::unique_lock<std::mutex>& lock) {
   const uint32_t first = next.fetch_add(1, std::memory_order_relaxed);
-  for (size_t k = 0; k < kDecodeSlots; ++k) {
-    DecodeSlot& s = slots[(first + k) % kDecodeSlots];
-    std::unique_lock<std::mutex> l(s.mu, std::try_to_lock);
-    if (l.owns_lock()) {
-      lock = std::move(l);
-      return s;
-    }
-  }
-  DecodeSlot& s = slots[first % kDecodeSlots];
-  lock = std::unique_lock<std::mutex>(s.mu);
-  return s;
+  return ::gputok::take_slot(slots, kDecodeSlots, first, first, lock);
 }
 
 // Lays the call's device buffers out from `base` (nullptr: measures); returns the bytes used.
