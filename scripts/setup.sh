@@ -71,7 +71,9 @@ build_stamp=.venv/.build.sha256
 key=$(build_key)
 if [ "${GPUTOK_FORCE_BUILD:-0}" = 1 ] || [ "$(cat "$build_stamp" 2>/dev/null)" != "$key" ] ||
   ! "$VPY" -c 'import gputok._core, gputok._corpus_native, gputok_client' 2>/dev/null; then
-  log "building gputok ($(command -v nvcc >/dev/null && echo 'with CUDA' || echo 'CPU only'))"
+  # What the build will do: CUDA where nvcc is found, unless CMAKE_ARGS turns it off.
+  cuda_build() { command -v nvcc >/dev/null && [[ " ${CMAKE_ARGS:-} " != *"-DGPUTOK_CUDA=OFF"* ]]; }
+  log "building gputok ($(cuda_build && echo 'with CUDA' || echo 'CPU only'))"
   rm -f "$build_stamp"
   $VPY -m pip install -q --no-build-isolation --no-deps -e backend_src
   # The client is pure Python: built with the venv's setuptools (no isolated download), and

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import signal
 from collections.abc import Callable
@@ -222,6 +223,14 @@ def _make_client(opts: _ClusterOptions):
     return client, cluster, gpus, by_name
 
 
+# The local cluster's workers and scheduler log at CRITICAL only. The tool reports every
+# shard's failure itself (its line, the manifest, the exit code); what Dask logs besides is its
+# own shutdown: on Ctrl-C a worker whose scheduler went first logged its heartbeat's failure
+# as an ERROR with a traceback, after the one line that says how to resume (seen under load,
+# tests/corpus/test_corpus_ux.py).
+_LOCAL_LOGS = {"silence_logs": logging.CRITICAL}
+
+
 def _start_local(opts: _ClusterOptions):
     from distributed import Client, LocalCluster
 
@@ -240,15 +249,17 @@ def _start_local(opts: _ClusterOptions):
         # dask-cuda places one worker per GPU; more per GPU, or fewer GPUs than visible, need
         # the plain workers that choose their GPU by name (worker i: GPU i mod gpus).
         if LocalCUDACluster is not None and per_gpu == 1 and opts.gpus is None:
-            cluster = LocalCUDACluster(n_workers=n, threads_per_worker=tpw, **dash)
+            cluster = LocalCUDACluster(n_workers=n, threads_per_worker=tpw, **dash, **_LOCAL_LOGS)
             return Client(cluster), cluster, gpus, False
         opts.log(f"{n} plain workers on {gpus} GPU(s), each GPU chosen by worker name")
         cluster = LocalCluster(
-            n_workers=n, threads_per_worker=tpw, processes=opts.processes, **dash
+            n_workers=n, threads_per_worker=tpw, processes=opts.processes, **dash, **_LOCAL_LOGS
         )
         return Client(cluster), cluster, gpus, True
     n = opts.n_workers or max(1, min(_cpu_count(), 8))
-    cluster = LocalCluster(n_workers=n, threads_per_worker=tpw, processes=opts.processes, **dash)
+    cluster = LocalCluster(
+        n_workers=n, threads_per_worker=tpw, processes=opts.processes, **dash, **_LOCAL_LOGS
+    )
     return Client(cluster), cluster, 0, False
 
 
