@@ -36,6 +36,17 @@ def cpu_model(default: str = "unknown") -> str:
     return platform.processor() or default
 
 
+def git_export(rev: str, path: str, dest: Path) -> Path:
+    """The tree `path` of this repository at revision `rev`, extracted under `dest` (by `git
+    archive`, so uncommitted files never leak in); returns dest / path."""
+    dest.mkdir(parents=True, exist_ok=True)
+    tar = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev, path], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
+    return dest / path
+
+
 def nvidia_smi(fields: str = "name,memory.total") -> list[str]:
     """One line per GPU of `nvidia-smi --query-gpu=FIELDS` (CSV), or [] without a GPU."""
     try:

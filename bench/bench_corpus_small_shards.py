@@ -40,18 +40,13 @@ runpy.run_module("gputok", run_name="__main__", alter_sys=True)
 
 def before_tree(ref: str, work: Path) -> list[str]:
     """A launcher running ``ref``'s gputok package with this tree's native module."""
+    from _common import git_export
+
     import gputok._core as core
 
     root = work / "before"
     shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    tar = subprocess.run(
-        ["git", "-C", str(REPO), "archive", ref, "backend_src/gputok"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(root)], input=tar, check=True)
-    (root / "backend_src" / "gputok").rename(root / "gputok")
+    git_export(ref, "backend_src/gputok", root).rename(root / "gputok")
     for so in Path(core.__file__).parent.glob("*.so"):  # _core, _corpus_native
         os.symlink(so, root / "gputok" / so.name)
     (root / "launch.py").write_text(LAUNCHER.format(root=str(root)))

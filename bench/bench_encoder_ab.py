@@ -17,9 +17,11 @@ tiktoken's (a rolling hash of every id): a mismatch stops the run.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import re
 import statistics
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -27,6 +29,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from _common import git_export  # noqa: E402
+
 VOCAB = REPO / "backend_src" / "gputok" / "data" / "gpt2.tiktoken"
 DRIVER = REPO / "bench" / "native" / "encoder_driver.cpp"
 # The Encoder's sources; the facade (tokenizer.cpp) and the GPU pipeline are not needed.
@@ -37,15 +42,7 @@ def tree_sources(tree: str, work: Path) -> Path:
     """The csrc folder of `tree` (a folder, or a git revision exported under `work`)."""
     if Path(tree).is_dir():
         return Path(tree)
-    out = work / re.sub(r"[^A-Za-z0-9_.-]", "_", tree)
-    out.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", tree, "backend_src/csrc"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
-    return out / "backend_src" / "csrc"
+    return git_export(tree, "backend_src/csrc", work / re.sub(r"[^A-Za-z0-9_.-]", "_", tree))
 
 
 def build(csrc: Path, binary: Path) -> None:
@@ -59,7 +56,6 @@ def corpus_file(kind: str, mb: float, work: Path) -> tuple[Path, list[str]]:
     docs: list[str] = []
     total = 0
     if kind == "bench":
-        sys.path.insert(0, str(REPO / "bench"))
         import corpus  # noqa: PLC0415  (bench/corpus.py, only when asked for)
 
         lines = corpus.ensure("bench").read_text(encoding="utf-8").splitlines()
@@ -89,9 +85,20 @@ def tiktoken_hash(docs: list[str]) -> str:
     return f"{h:x}"
 
 
-def run(binary: Path, docs: Path, mb: float) -> dict:
+def tokens_file(work: Path) -> Path:
+    """The vocabulary for the driver: each token's bytes in rank order, a uint16 length first."""
+    pairs = [line.split() for line in VOCAB.read_text().splitlines() if line.strip()]
+    ranked = sorted((int(r), base64.b64decode(t)) for t, r in pairs)
+    if [r for r, _ in ranked] != list(range(len(ranked))):
+        sys.exit(f"{VOCAB}: ranks are not 0..n-1")
+    path = work / "tokens.bin"
+    path.write_bytes(b"".join(struct.pack("<H", len(t)) + t for _, t in ranked))
+    return path
+
+
+def run(binary: Path, tokens: Path, docs: Path, mb: float) -> dict:
     out = subprocess.run(
-        [str(binary), str(VOCAB), str(docs), str(mb), "batch"], capture_output=True, text=True
+        [str(binary), str(tokens), str(docs), str(mb), "batch"], capture_output=True, text=True
     ).stdout
     m = re.search(r"cold ([\d.]+) warm ([\d.]+) ([\d.]+) MB/s ids (\d+) hash (\w+)", out)
     if not m:
@@ -109,6 +116,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gputok-encoder-ab-") as tmp:
         work = Path(tmp)
         docs_path, docs = corpus_file(a.corpus, a.mb, work)
+        tokens = tokens_file(work)
         want = tiktoken_hash(docs)
         binaries = {}
         for k, tree in enumerate(a.trees):
@@ -117,7 +125,7 @@ def main() -> None:
         results: dict[str, list[dict]] = {t: [] for t in a.trees}
         for _ in range(a.rounds):
             for tree, binary in binaries.items():
-                r = run(binary, docs_path, a.mb)
+                r = run(binary, tokens, docs_path, a.mb)
                 if r["hash"] != want:
                     sys.exit(f"{tree}: ids differ from tiktoken's (hash {r['hash']} != {want})")
                 results[tree].append(r)

@@ -2,8 +2,8 @@
 // CPU time, for A/B runs of the CPU path on a shared machine (bench/bench_encoder_ab.py builds
 // it against each tree and alternates them). Not a test.
 //
-//   encoder_driver VOCAB.tiktoken DOCS MB batch   -> "cold C warm W1 W2 MB/s ids N hash H"
-//   encoder_driver VOCAB.tiktoken DOCS MB one     -> "one B bytes N ids: T us/call" (first MB)
+//   encoder_driver TOKENS DOCS MB batch   -> "cold C warm W1 W2 MB/s ids N hash H"
+//   encoder_driver TOKENS DOCS MB one     -> "one B bytes N ids: T us/call" (first MB)
 //
 // DOCS holds documents separated by 0x1E; the first MB megabytes are used. "cold" is a fresh
 // Encoder's first encode_batch (empty pretoken cache), W1 and W2 the next two. H is a rolling
@@ -28,41 +28,19 @@ using namespace gputok;
 
 namespace {
 
-int b64_value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  return c == '+' ? 62 : c == '/' ? 63 : -1;
-}
-
-std::string b64_decode(const std::string& s) {
-  std::string out;
-  int value = 0, bits = -8;
-  for (char c : s) {
-    const int v = b64_value(c);
-    if (v < 0) break;
-    value = (value << 6) + v;
-    bits += 6;
-    if (bits >= 0) {
-      out.push_back(char((value >> bits) & 0xFF));
-      bits -= 8;
-    }
-  }
-  return out;
-}
-
+// TOKENS: every token's bytes in rank order, each as a little-endian uint16 length and the
+// bytes (bench_encoder_ab.py writes it from the tiktoken file); <|endoftext|> follows them.
 std::shared_ptr<Vocab> load_vocab(const char* path) {
-  std::ifstream f(path);
-  std::string line;
+  std::ifstream f(path, std::ios::binary);
   std::vector<std::string> tokens;
-  while (std::getline(f, line)) {
-    const size_t sp = line.find(' ');
-    if (sp == std::string::npos) continue;
-    const size_t rank = std::stoul(line.substr(sp + 1));
-    if (tokens.size() <= rank) tokens.resize(rank + 1);
-    tokens[rank] = b64_decode(line.substr(0, sp));
+  unsigned char len[2];
+  while (f.read(reinterpret_cast<char*>(len), 2)) {
+    std::string t(size_t(len[0]) | (size_t(len[1]) << 8), '\0');
+    if (!f.read(t.data(), std::streamsize(t.size()))) break;
+    tokens.push_back(std::move(t));
   }
-  return std::make_shared<Vocab>(Vocab::from_ranks(tokens, {SpecialToken{"<|endoftext|>", 50256}}));
+  const int32_t eot = int32_t(tokens.size());
+  return std::make_shared<Vocab>(Vocab::from_ranks(tokens, {SpecialToken{"<|endoftext|>", eot}}));
 }
 
 double cpu_seconds() {
@@ -75,7 +53,7 @@ double cpu_seconds() {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: %s VOCAB DOCS MB batch|one\n", argv[0]);
+    std::fprintf(stderr, "usage: %s TOKENS DOCS MB batch|one\n", argv[0]);
     return 2;
   }
   const auto vocab = load_vocab(argv[1]);
