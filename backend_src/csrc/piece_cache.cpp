@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
+#include <string>
 
 #include "huge_pages.h"
 
@@ -12,6 +14,9 @@ namespace gputok {
 
 PieceCache::PieceCache(size_t capacity_bytes, bool narrow_ids)
     : inline_ids_(narrow_ids ? kInlineNarrow : kInlineWide), narrow_(narrow_ids) {
+  if (capacity_bytes > kMaxBytes)
+    throw std::invalid_argument("piece_cache_bytes must be <= " + std::to_string(kMaxBytes) +
+                                " (8 GiB), got " + std::to_string(capacity_bytes));
   if (capacity_bytes < kMinBytes) capacity_bytes = kMinBytes;
   // Half in slots (a power of two), the rest arena: on the bench corpus (85 MB) the arena
   // (bytes past 16 and spilled ids, 4-aligned) took about as much as the slots in use.

@@ -46,11 +46,14 @@ class PieceCache {
   static constexpr size_t kMaxPiece = 128;
   static constexpr size_t kMaxIds = 64;
   static constexpr size_t kMinBytes = 64 * 1024;
+  // Arena offsets are 32-bit, and the arena is half the cache: 8 GiB at most (std::invalid_
+  // argument above it; a larger one wrapped its offsets and gave wrong ids).
+  static constexpr size_t kMaxBytes = size_t(8) << 30;
   // find() may write this many ids past the count it returns: room the caller leaves.
   static constexpr size_t kSlackIds = 4;
 
-  // capacity_bytes >= kMinBytes (smaller requests get kMinBytes). narrow_ids: every id the
-  // cache will hold is in [0, 65535].
+  // kMinBytes <= capacity_bytes <= kMaxBytes (smaller requests get kMinBytes). narrow_ids:
+  // every id the cache will hold is in [0, 65535].
   PieceCache(size_t capacity_bytes, bool narrow_ids);
   ~PieceCache();
   PieceCache(const PieceCache&) = delete;

@@ -98,8 +98,9 @@ class Tokenizer(EncodingAPI):
     # -- pretoken cache ---------------------------------------------------------------
     def set_piece_cache_bytes(self, nbytes: int) -> None:
         """Replace the CPU path's shared pretoken cache (piece bytes -> ids, kept across
-        calls and threads) by an empty one of at most ``nbytes`` (64 KiB at least); 0 turns
-        it off. The default is 64 MiB. Results never depend on it, only speed does."""
+        calls and threads) by an empty one of at most ``nbytes`` (64 KiB at least, 8 GiB at
+        most: ValueError above); 0 turns it off. The default is 64 MiB. Results never depend
+        on it, only speed does."""
         if int(nbytes) < 0:
             raise ValueError(f"piece_cache_bytes must be >= 0 (0: no cache), got {nbytes!r}")
         self._core.set_piece_cache_bytes(int(nbytes))

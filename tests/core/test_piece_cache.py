@@ -67,6 +67,10 @@ def test_memory_cap_holds_and_a_full_cache_stays_exact(corpus, ref):
         assert st["arena_used"] <= st["arena_bytes"]
     with pytest.raises(ValueError, match="piece_cache_bytes"):
         tok.set_piece_cache_bytes(-1)
+    # Past 8 GiB the arena's 32-bit offsets would wrap: refused before anything is allocated.
+    with pytest.raises(ValueError, match="piece_cache_bytes must be <= 8589934592"):
+        tok.set_piece_cache_bytes((8 << 30) + 1)
+    assert _rows(tok, docs[:20]) == want[:20]  # the old cache still serves
 
 
 def test_concurrent_calls_give_cacheless_ids(corpus):
