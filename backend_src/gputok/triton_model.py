@@ -113,6 +113,14 @@ def input_array(pb_utils, request, name: str) -> np.ndarray | None:
     return None if t is None else t.as_numpy()
 
 
+def input_arrays(request) -> dict[str, np.ndarray]:
+    """Every input a request carries, by name, as host numpy arrays, from one pass over
+    `request.inputs()`: `get_input_tensor_by_name` scans that list once per name asked for,
+    ~0.55 us a name in the real stub (fourteen names: 8 us of a 128-token request's ~30 us of
+    Python, 2026-11-27, 2-core machine). Triton refuses inputs the config does not declare."""
+    return {t.name(): t.as_numpy() for t in request.inputs()}
+
+
 def max_batch_size(model_config: Mapping) -> int:
     """The model's max_batch_size (0 when the model does not batch)."""
     return int(model_config.get("max_batch_size", 0) or 0)

@@ -73,6 +73,9 @@ class InferenceRequest:
         self._requested = requested
         self.sender = ResponseSender(cancel_after)
 
+    def inputs(self) -> list[Tensor]:
+        return list(self._inputs.values())
+
     def requested_output_names(self):
         return list(self._requested) if self._requested is not None else []
 

@@ -38,7 +38,7 @@ from gputok.triton_model import (
     check_choice,
     error_code,
     error_response,
-    input_array,
+    input_arrays,
     max_batch_size,
     settings_from_params,
 )
@@ -258,25 +258,11 @@ def pad_value(s: TokenizerSettings, tok) -> int:
     return s.pad_id if s.pad_id >= 0 else int(tok.eot_token)
 
 
-# TensorRT-LLM `preprocessing` inputs beyond QUERY, all optional here (their REQUEST_OUTPUT_LEN
-# is required; ours may be left out by a client that only tokenizes).
-EXTRA_INPUTS = (
-    "REQUEST_OUTPUT_LEN",
-    "BAD_WORDS_DICT",
-    "STOP_WORDS_DICT",
-    "EMBEDDING_BIAS_WORDS",
-    "EMBEDDING_BIAS_WEIGHTS",
-    "END_ID",
-    "PAD_ID",
-    "DECODER_QUERY",
-    "PROMPT_TABLE_EXTRA_ID",
-    *trtllm.MULTIMODAL_INPUTS,
-)
-
-
 def extra_outputs(tok, extras: dict, batch: int, input_id, s: TokenizerSettings, wanted) -> dict:
     """The outputs besides INPUT_ID / REQUEST_INPUT_LEN, as TensorRT-LLM's preprocessing gives
-    them; only those in `wanted` (None: all) are computed. Raises ValueError on a bad input."""
+    them; only those in `wanted` (None: all) are computed. `extras`: the request's inputs by
+    name (all of theirs beyond QUERY are optional here; their REQUEST_OUTPUT_LEN is required,
+    ours may be left out by a client that only tokenizes). Raises ValueError on a bad input."""
 
     def want(name: str) -> bool:
         return wanted is None or name in wanted
@@ -364,12 +350,12 @@ class TritonPythonModel:
     def execute(self, requests):
         batches, extras = [], []
         for request in requests:
-            extras.append({n: input_array(pb_utils, request, n) for n in EXTRA_INPUTS})
+            extras.append(input_arrays(request))
             try:
                 trtllm.refuse_multimodal(extras[-1])
                 batches.append(
                     request_rows(
-                        input_array(pb_utils, request, "QUERY"),
+                        extras[-1].get("QUERY"),
                         self.s.max_rows_per_request,
                         self.s.max_bytes_per_request,
                     )

@@ -1,0 +1,80 @@
+"""What one isolated request costs the tokenizer model, and that the cheap path answers alike.
+
+Served isolated (gputok-serve's default), every request is one execute() of one row, and the
+Python work in it was most of what set ours apart from the gigatoken baseline
+(bench/results/2026-11-27-serve-cpu.md): fourteen input lookups, a one-row batch call and nine
+output Tensors built afresh. These tests pin the cheap path and check it against the general
+one, output by output.
+"""
+
+from __future__ import annotations
+
+import fake_pb_utils as fake
+import numpy as np
+import pytest
+from model_loader import config_parameters, load_model_module
+
+m = load_model_module("tokenizer")
+
+ALL = [
+    "INPUT_ID",
+    "REQUEST_INPUT_LEN",
+    "DECODER_INPUT_ID",
+    "REQUEST_DECODER_INPUT_LEN",
+    "BAD_WORDS_IDS",
+    "STOP_WORDS_IDS",
+    "EMBEDDING_BIAS",
+    "REQUEST_OUTPUT_LEN",
+    "OUT_END_ID",
+    "OUT_PAD_ID",
+    "OUT_PROMPT_TABLE_EXTRA_IDS",
+]
+
+
+class Counts:
+    tensors = 0
+    lookups = 0
+    passes = 0
+
+
+@pytest.fixture
+def counted():
+    """The tokenizer model over a fake pb_utils that counts Tensors built and input reads."""
+    pb = fake.install(m)
+
+    class CountedTensor(fake.Tensor):
+        def __init__(self, name, array):
+            Counts.tensors += 1
+            super().__init__(name, array)
+
+    def lookup(request, name):
+        Counts.lookups += 1
+        return fake.get_input_tensor_by_name(request, name)
+
+    pb.Tensor, pb.get_input_tensor_by_name = CountedTensor, lookup
+    model = m.TritonPythonModel()
+    model.initialize(
+        fake.model_args({"max_batch_size": 256, "parameters": config_parameters("tokenizer")})
+    )
+    Counts.tensors = Counts.lookups = Counts.passes = 0
+    return model
+
+
+class CountedRequest(fake.InferenceRequest):
+    def inputs(self):
+        Counts.passes += 1
+        return super().inputs()
+
+
+def query(*texts):
+    return np.array([[t.encode()] for t in texts], dtype=np.object_)
+
+
+def test_inputs_are_read_in_one_pass(counted):
+    """One `request.inputs()` a request, no lookup by name (fourteen before)."""
+    reqs = [CountedRequest({"QUERY": query("hi")}, requested=ALL) for _ in range(3)]
+    reqs.append(CountedRequest({"QUERY": query("a"), "PAD_ID": np.array([[7]], np.int32)}))
+    responses = counted.execute(reqs)
+    assert (Counts.passes, Counts.lookups) == (4, 0)
+    assert responses[-1].tensors["OUT_PAD_ID"].tolist() == [[7]]
+    assert responses[-1].tensors["DECODER_INPUT_ID"].tolist() == [[7]]
