@@ -78,3 +78,53 @@ def test_inputs_are_read_in_one_pass(counted):
     assert (Counts.passes, Counts.lookups) == (4, 0)
     assert responses[-1].tensors["OUT_PAD_ID"].tolist() == [[7]]
     assert responses[-1].tensors["DECODER_INPUT_ID"].tolist() == [[7]]
+
+
+class CountingTok:
+    def __init__(self, tok):
+        self.tok, self.eot_token, self.calls = tok, tok.eot_token, []
+
+    def encode_batch_flat(self, texts, **kw):
+        self.calls.append("batch")
+        return self.tok.encode_batch_flat(texts, **kw)
+
+    def encode_to_numpy(self, text, **kw):
+        self.calls.append("one")
+        return self.tok.encode_to_numpy(text, **kw)
+
+
+TEXTS = [b"", b"hello world", "日本語 🎉".encode(), b"bad \xff", b"a<|endoftext|>", b"x" * 5000]
+POLICIES = [
+    m.TokenizerSettings(),
+    m.TokenizerSettings(utf8_errors="replace", allowed_special="all"),
+    m.TokenizerSettings(disallowed_special=""),
+]
+
+
+@pytest.mark.parametrize("s", POLICIES, ids=["default", "replace-all", "ordinary"])
+@pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
+def test_one_row_takes_the_one_text_call(tok, s, text):
+    """A one-row execute calls gputok's one-text encode, not the batch: same ids, dtype and
+    shape as the batch path; a row that fails gets the batch path's error, message and all."""
+    ct = CountingTok(tok)
+    (got,) = m.encode_requests(ct, [[text]], s)
+    kw = {"errors": s.utf8_errors, "num_threads": s.num_threads, **m.special_kwargs(s)}
+    try:
+        ids, offsets = tok.encode_batch_flat([text], **kw)
+    except ValueError as e:
+        assert isinstance(got, ValueError) and type(got) is type(e) and str(got) == str(e)
+        assert ct.calls[0] == "one"
+        return
+    assert ct.calls == ["one"]
+    padded, lengths = got
+    assert padded.dtype == np.int32 and lengths.dtype == np.int32
+    assert padded.flags["C_CONTIGUOUS"]
+    assert padded.tolist() == [ids[offsets[0] : offsets[1]].tolist()]
+    assert lengths.tolist() == [[len(ids)]]
+
+
+def test_rows_of_several_requests_still_take_one_batch_call(tok):
+    ct = CountingTok(tok)
+    m.encode_requests(ct, [[b"a"], [b"b"]], m.TokenizerSettings())
+    m.encode_requests(ct, [[b"a", b"b"]], m.TokenizerSettings())
+    assert ct.calls == ["batch", "batch"]
