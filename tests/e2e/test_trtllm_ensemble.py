@@ -155,3 +155,63 @@ def test_query_shape_one_is_refused_and_batch_one_works(triton, protocol):
         infer(triton, protocol, "tokenizer", {"QUERY": np.array([b"hi"], dtype=np.object_)})
     r = infer(triton, protocol, "tokenizer", {"QUERY": np.array([[b"hi"]], dtype=np.object_)})
     assert r.as_numpy("INPUT_ID").shape == (1, 1)
+
+
+def test_query_only_outputs_repeat_exactly(triton, protocol, ref):
+    """A QUERY-only request's outputs besides INPUT_ID / REQUEST_INPUT_LEN are built once per
+    batch size in the model and the same Tensors go into every such response: many requests,
+    concurrent (so one execute holds several), of two batch sizes, with requests that carry an
+    input among them, each get every output right; the general path (an empty IMAGE_URL)
+    gives the same tensors."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(k: int):
+        rows = [[f"text {k} {j}".encode()] for j in range(1 + k % 2)]
+        inputs = {"QUERY": np.array(rows, dtype=np.object_)}
+        if k % 5 == 4:
+            inputs["PAD_ID"] = np.array([[k]] * len(rows), np.int32)
+        r = infer(triton, protocol, "tokenizer", inputs)
+        return k, rows, {n: r.as_numpy(n) for n in OUTPUT_NAMES if r.as_numpy(n) is not None}
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(ask, range(64)))
+    general = infer(
+        triton,
+        protocol,
+        "tokenizer",
+        {"QUERY": np.array([[b"x"]], dtype=np.object_), "IMAGE_URL": np.array([[b""]], np.object_)},
+    )
+    for k, rows, out in answers:
+        b, pad = len(rows), k if k % 5 == 4 else 50256
+        assert set(out) == set(OUTPUT_NAMES) - {"REQUEST_OUTPUT_LEN", "OUT_PROMPT_TABLE_EXTRA_IDS"}
+        for j, (text,) in enumerate(rows):
+            want = ref.encode(text.decode())
+            assert out["INPUT_ID"][j, : out["REQUEST_INPUT_LEN"][j, 0]].tolist() == want
+        assert out["OUT_END_ID"].tolist() == [[50256]] * b
+        assert out["OUT_PAD_ID"].tolist() == out["DECODER_INPUT_ID"].tolist() == [[pad]] * b
+        assert out["REQUEST_DECODER_INPUT_LEN"].tolist() == [[1]] * b
+        assert out["BAD_WORDS_IDS"].shape == out["STOP_WORDS_IDS"].shape == (b, 2, 0)
+        assert out["EMBEDDING_BIAS"].shape == (b, 0)  # HTTP's JSON reads an empty one as float64
+        if b == 1 and pad == 50256:
+            for name, value in out.items():
+                g = general.as_numpy(name)
+                assert (
+                    name.endswith("INPUT_ID")
+                    or name == "REQUEST_INPUT_LEN"
+                    or (g.dtype == value.dtype and g.shape == value.shape and (g == value).all())
+                ), name
+
+
+OUTPUT_NAMES = (
+    "INPUT_ID",
+    "REQUEST_INPUT_LEN",
+    "DECODER_INPUT_ID",
+    "REQUEST_DECODER_INPUT_LEN",
+    "BAD_WORDS_IDS",
+    "STOP_WORDS_IDS",
+    "EMBEDDING_BIAS",
+    "REQUEST_OUTPUT_LEN",
+    "OUT_END_ID",
+    "OUT_PAD_ID",
+    "OUT_PROMPT_TABLE_EXTRA_IDS",
+)

@@ -70,6 +70,38 @@ def query(*texts):
     return np.array([[t.encode()] for t in texts], dtype=np.object_)
 
 
+def test_query_only_outputs_are_built_once_per_batch_size(counted, ref):
+    """After the first request of a batch size, a QUERY-only request builds two Tensors
+    (INPUT_ID, REQUEST_INPUT_LEN); the other seven are its batch size's, built once. Each
+    output equals the general path's, which a request carrying an empty IMAGE_URL takes."""
+    out = [counted.execute([fake.InferenceRequest({"QUERY": query(t)})])[0] for t in "abc"]
+    assert Counts.tensors == 9 + 2 + 2
+    general = fake.InferenceRequest(
+        {"QUERY": query("c"), "IMAGE_URL": np.array([[b""]], dtype=np.object_)}
+    )
+    (want,) = counted.execute([general])
+    assert Counts.tensors == 13 + 9
+    for r in out:
+        assert not r.has_error() and set(r.tensors) == set(want.tensors)
+    for name, value in want.tensors.items():
+        got = out[-1].tensors[name]
+        assert got.dtype == value.dtype and got.shape == value.shape, name
+        assert got.tolist() == value.tolist(), name
+    assert out[0].tensors["INPUT_ID"].tolist() == [ref.encode("a")]
+    (two,) = counted.execute([fake.InferenceRequest({"QUERY": query("x", "yz")})])
+    assert Counts.tensors == 22 + 9  # another batch size: its own seven
+    assert two.tensors["OUT_END_ID"].tolist() == [[50256], [50256]]
+    assert two.tensors["BAD_WORDS_IDS"].shape == (2, 2, 0)
+    (end,) = counted.execute(
+        [fake.InferenceRequest({"QUERY": query("q"), "END_ID": np.array([[13]], np.int32)})]
+    )
+    assert end.tensors["OUT_END_ID"].tolist() == [[13]]  # an input present: not the default
+    (some,) = counted.execute(
+        [fake.InferenceRequest({"QUERY": query("q")}, requested=["INPUT_ID", "OUT_PAD_ID"])]
+    )
+    assert set(some.tensors) == {"INPUT_ID", "REQUEST_INPUT_LEN", "OUT_PAD_ID"}
+
+
 def test_inputs_are_read_in_one_pass(counted):
     """One `request.inputs()` a request, no lookup by name (fourteen before)."""
     reqs = [CountedRequest({"QUERY": query("hi")}, requested=ALL) for _ in range(3)]
