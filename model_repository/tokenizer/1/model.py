@@ -13,7 +13,11 @@ Design (why it is shaped like this):
 - All rows of all requests in one `execute` go to gputok in a single `encode_batch_flat` call:
   the Python tokenizer model is the known bottleneck of Triton LLM pipelines (server #5317,
   #5865, #7650), and one native call amortises the Python overhead and lets gputok spread the
-  rows over all cores (or the GPU).
+  rows over all cores (or the GPU). One row in all (every request served isolated, gputok-serve's
+  default) takes gputok's one-text `encode_to_numpy` instead.
+- An isolated request pays Triton per output tensor, so a request that carries QUERY alone gets
+  its seven other TensorRT-LLM outputs from Tensors built once per batch size
+  (bench/results/2026-11-27-serve-cpu.md).
 - Cheap checks (shape, row count, byte limit) run per request before the batch call. If the
   batch call still raises (invalid UTF-8 under errors=strict, a disallowed special token), the
   requests are re-encoded one by one so that only the request at fault gets the error and its
@@ -258,7 +262,7 @@ def encode_one(tok, row: bytes, kw: dict):
     None when it raises: the caller's batch path then gives the request its error, as before.
 
     `encode_to_numpy` skips what a one-row `encode_batch_flat` pays for a batch (the offsets
-    array, the flat call's set-up, the copy out of the flat ids): 1.1 against 2.7-4.0 us at
+    array, the flat call's set-up, the copy out of the flat ids): 1.4 against 2.7-4.0 us at
     128 tokens on the 2-core machine (2026-11-27). Same ids, same crossover rule on a GPU
     tokenizer; its errors carry the same messages ("... in text 0 ...")."""
     kw = {k: v for k, v in kw.items() if k != "num_threads"}
