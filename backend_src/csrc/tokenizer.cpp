@@ -5,15 +5,16 @@
 namespace gputok {
 
 // The default crossover of device "auto", measured by `python bench/bench_crossover.py --out
-// DIR` on the H100 host (16 CPUs), 2026-11-25 12:15 UTC, after the CPU path's SIMD scanner,
-// shared pretoken cache and one-text split landed (bench/results/2026-11-25-crossover.md,
-// "Re-run"): one text of 5.1 KB took 66 us on the CPU path and 73 us on the GPU, 7.1 KB 71-77 vs 70
-// us, 9.4 KB 84-112 vs 69-76 us; a text more cost both paths about the same, so the fit's per-text
-// term is 0 (the first run, 10:39 UTC, before those changes, fitted 8192 bytes + 32 a text). The
-// fit: CPU while bytes < 6049; its worst slowdown against the faster path over the 75-point grid
-// is 1.02x, where (8192, 32) was 1.16x at 7.1 KB. Re-measure when either path changes.
-constexpr size_t kCpuBelowBytes = 6049;
-constexpr size_t kBytesPerRow = 0;
+// DIR` on the H100 host (16 CPUs), 2026-11-27 09:33 UTC, after the CPU path's whole-token
+// pretoken cache (bench/results/2026-11-27-crossover-h100.md): one text of 9.4 KB took 35 us on
+// the CPU path and 56 us on the GPU, 13.8 KB 52-62 vs 62-63 us, 16.4 KB 62-63 vs 60-62 us,
+// 18.5 KB 92-99 vs 64 us; a text more costs the CPU about 12 bytes' worth more than the GPU.
+// The fit: CPU while bytes + 12 * texts < 14387; its worst slowdown against the faster path
+// over the 92-point grid is 1.16x (one noisy CPU point at 11.5 KB), where the rule before it,
+// (6049, 0), fitted on 2026-11-25 to the slower CPU path, was 1.32x at 9.4 KB x 16 texts.
+// Re-measure when either path changes.
+constexpr size_t kCpuBelowBytes = 14387;
+constexpr size_t kBytesPerRow = 12;
 
 bool Crossover::use_cpu(size_t bytes, size_t rows) const {
   // Saturating: a huge row count must not wrap the sum around to a small number.
