@@ -14,8 +14,9 @@
 
 namespace gputok {
 
-// Zeroed memory of `bytes` bytes: from kHugeMinBytes up, mapped, 2 MiB-aligned and advised
-// onto huge pages (never more than `bytes`, rounded up to 4 KiB pages); calloc below that.
+// Zeroed memory of `bytes` bytes: from kHugeMinBytes up, mapped, 2 MiB-aligned, advised
+// onto huge pages and, up to 256 MiB, faulted in at once (never more than `bytes`, rounded up
+// to 4 KiB pages); calloc below that.
 // Throws std::bad_alloc.
 void* huge_alloc(size_t bytes);
 // Frees what huge_alloc(bytes) returned, given the same `bytes`.
