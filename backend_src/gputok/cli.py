@@ -130,7 +130,7 @@ def _add_corpus_cluster_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="shards each local worker (or this process, in process) tokenizes at once, "
         "sharing its tokenizer (default: min(4, cores / (GPUs x workers per GPU)) on GPU "
-        "workers, 1 on CPU workers)",
+        "workers, min(8, cores / 2) in process on a GPU, 1 on the CPU)",
     )
     p.add_argument(
         "--no-processes",

@@ -310,28 +310,6 @@ def test_one_tokenizer_per_process_shared_by_threads(monkeypatch):
     assert list(C.shard._TOKENIZERS) == [("cpu", 0)]
 
 
-def test_default_threads_per_worker():
-    assert C.default_threads_per_worker(0, 64) == 1  # CPU workers: one shard at a time
-    assert C.default_threads_per_worker(1, 16) == 4
-    assert C.default_threads_per_worker(2, 32) == 4
-    assert C.default_threads_per_worker(2, 4) == 2
-    assert C.default_threads_per_worker(4, 2) == 1
-    # Several worker processes per GPU split the cores between them: ~1 shard per core.
-    assert C.default_threads_per_worker(1, 16, workers_per_gpu=4) == 4
-    assert C.default_threads_per_worker(1, 8, workers_per_gpu=4) == 2
-    assert C.default_threads_per_worker(2, 16, workers_per_gpu=4) == 2
-    assert C.default_threads_per_worker(2, 8, workers_per_gpu=8) == 1
-
-
-def test_default_workers_per_gpu():
-    assert C.default_workers_per_gpu(0, 64) == 1  # CPU clusters: not used
-    assert C.default_workers_per_gpu(1, 16) == 4  # the H200 host: 4 x 4 shards measured best
-    assert C.default_workers_per_gpu(2, 32) == 4
-    assert C.default_workers_per_gpu(1, 8) == 2
-    assert C.default_workers_per_gpu(1, 2) == 1
-    assert C.default_workers_per_gpu(8, 64) == 2
-
-
 def test_gpu_cluster_shape_and_gpu_by_worker_name(monkeypatch):
     """On a GPU host a local cluster runs workers_per_gpu workers on each GPU (default
     min(4, cores / (4 x GPUs))), about one shard per core, and worker i tokenizes on GPU

@@ -44,6 +44,11 @@ GPU_MIN_BATCH_BYTES = 4 << 20
 MAX_GPU_THREADS_PER_WORKER = 4
 
 
+# Shards a run in this process (no cluster) tokenizes at once on one GPU at most; see
+# default_in_process_threads.
+MAX_IN_PROCESS_GPU_THREADS = 8
+
+
 # Worker processes per GPU of a local cluster at most; see default_workers_per_gpu.
 MAX_GPU_WORKERS_PER_GPU = 4
 

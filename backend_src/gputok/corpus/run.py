@@ -9,8 +9,9 @@ after every document. errors: invalid UTF-8 policy, "strict" (fail naming the pl
 num_threads: gputok CPU threads per tokenizer call (None: cores / (workers x threads per
 worker) on a local cluster, else 0 = all cores, calls taking turns on the pool).
 threads_per_worker: shards each local worker tokenizes at once, sharing its tokenizer
-(None: default_threads_per_worker: up to 4 on GPU workers, 1 on CPU workers; a given
-client or scheduler keeps its workers' threads). workers_per_gpu: local worker processes
+(None: default_threads_per_worker: up to 4 on GPU workers, 1 on CPU workers; in process,
+default_in_process_threads: up to 8 on a GPU; a given client or scheduler keeps its
+workers' threads). workers_per_gpu: local worker processes
 per GPU, each with its own tokenizer on that GPU (None: default_workers_per_gpu, up to 4:
 a GPU's host-side work, Parquet decoding, packing, hashing, then runs in several
 interpreters). batch_bytes / min_batch_bytes: the most
@@ -50,7 +51,7 @@ from .cluster import (
     _ClusterOptions,
     _cpu_count,
     _make_client,
-    default_threads_per_worker,
+    default_in_process_threads,
 )
 from .discovery import _SHARD_RE, plan_shards
 from .files import DEFAULT_HASH, _json_bytes, _load_json, atomic_write_bytes, new_hasher
@@ -314,7 +315,7 @@ def _run_here(opts: _ClusterOptions, specs: list[ShardSpec], plan: _TaskPlan):
     import gputok
 
     gpus = 1 if opts.device != "cpu" and gputok.cuda_available()[0] else 0
-    threads = opts.threads_per_worker or default_threads_per_worker(gpus)
+    threads = opts.threads_per_worker or default_in_process_threads(gpus)
     num_threads = specs[0].num_threads if specs else 0
     if num_threads is None:
         num_threads = max(1, _cpu_count() // threads)

@@ -1,0 +1,62 @@
+"""Defaults of the corpus tool that depend on the machine: shards at once per worker and in
+process, worker processes per GPU."""
+
+from __future__ import annotations
+
+import json
+
+from gputok import corpus as C
+
+
+def test_default_threads_per_worker():
+    assert C.default_threads_per_worker(0, 64) == 1  # CPU workers: one shard at a time
+    assert C.default_threads_per_worker(1, 16) == 4
+    assert C.default_threads_per_worker(2, 32) == 4
+    assert C.default_threads_per_worker(2, 4) == 2
+    assert C.default_threads_per_worker(4, 2) == 1
+    # Several worker processes per GPU split the cores between them: ~1 shard per core.
+    assert C.default_threads_per_worker(1, 16, workers_per_gpu=4) == 4
+    assert C.default_threads_per_worker(1, 8, workers_per_gpu=4) == 2
+    assert C.default_threads_per_worker(2, 16, workers_per_gpu=4) == 2
+    assert C.default_threads_per_worker(2, 8, workers_per_gpu=8) == 1
+
+
+def test_default_in_process_threads():
+    """A run in this process keeps more shards in flight on a GPU than one cluster worker
+    does (4): 8 measured best on the 16-core H100 host (2026-11-27)."""
+    assert C.default_in_process_threads(0, 64) == 1  # the CPU: one shard, every core a call
+    assert C.default_in_process_threads(1, 16) == 8
+    assert C.default_in_process_threads(1, 64) == C.MAX_IN_PROCESS_GPU_THREADS == 8
+    assert C.default_in_process_threads(1, 6) == 3
+    assert C.default_in_process_threads(1, 1) == 1
+
+
+def test_a_run_in_process_takes_the_in_process_default(tmp_path, monkeypatch):
+    """_run_here asks default_in_process_threads, not the cluster workers' rule."""
+    import gputok.corpus.run as run_mod
+
+    shard = tmp_path / "in" / "a.jsonl"
+    shard.parent.mkdir()
+    shard.write_text(json.dumps({"text": "hello world"}) + "\n")
+    monkeypatch.setattr(run_mod, "default_in_process_threads", lambda gpus: 3)
+    lines: list[str] = []
+    C.tokenize_corpus(
+        [str(shard)],
+        str(tmp_path / "out"),
+        in_process=True,
+        progress=False,
+        log=lines.append,
+        device="cpu",
+        num_threads=1,
+    )
+    said = [m for m in lines if "in this process" in m]
+    assert said and "3 shard(s) at a time" in said[0], lines
+
+
+def test_default_workers_per_gpu():
+    assert C.default_workers_per_gpu(0, 64) == 1  # CPU clusters: not used
+    assert C.default_workers_per_gpu(1, 16) == 4  # the H200 host: 4 x 4 shards measured best
+    assert C.default_workers_per_gpu(2, 32) == 4
+    assert C.default_workers_per_gpu(1, 8) == 2
+    assert C.default_workers_per_gpu(1, 2) == 1
+    assert C.default_workers_per_gpu(8, 64) == 2
