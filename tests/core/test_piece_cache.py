@@ -147,15 +147,20 @@ def test_ids_past_16_bits_are_cached_whole(tmp_path, corpus, ref):
     assert tok.piece_cache_stats()["entries"] > 0
 
 
-def _anon_huge_kb() -> int | None:
+def _smaps_kb(field: str) -> int | None:
+    """A field of this process's /proc/self/smaps_rollup in kB (None where there is none)."""
     try:
         text = Path("/proc/self/smaps_rollup").read_text()
     except OSError:
         return None
     for line in text.splitlines():
-        if line.startswith("AnonHugePages:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1])
     return None
+
+
+def _anon_huge_kb() -> int | None:
+    return _smaps_kb("AnonHugePages")
 
 
 def test_the_cache_is_on_huge_pages_where_the_kernel_offers_them(corpus):
@@ -174,14 +179,7 @@ def test_the_cache_is_on_huge_pages_where_the_kernel_offers_them(corpus):
 
 
 def _anon_kb() -> int | None:
-    try:
-        text = Path("/proc/self/smaps_rollup").read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("Anonymous:"):
-            return int(line.split()[1])
-    return None
+    return _smaps_kb("Anonymous")
 
 
 def _kernel_populates() -> bool:

@@ -23,3 +23,11 @@ def config_parameters(name: str) -> dict:
     from gputok.serve import pbtxt
 
     return pbtxt.parameters(REPO / "model_repository" / name / "config.pbtxt")
+
+
+def config_outputs(name: str) -> list[str]:
+    """The output names model_repository/<name>/config.pbtxt declares, in its order."""
+    from gputok.serve import pbtxt
+
+    config = pbtxt.read_config(REPO / "model_repository" / name / "config.pbtxt")
+    return [o.name for o in config.output]

@@ -12,23 +12,11 @@ from __future__ import annotations
 import fake_pb_utils as fake
 import numpy as np
 import pytest
-from model_loader import config_parameters, load_model_module
+from model_loader import config_outputs, config_parameters, load_model_module
 
 m = load_model_module("tokenizer")
 
-ALL = [
-    "INPUT_ID",
-    "REQUEST_INPUT_LEN",
-    "DECODER_INPUT_ID",
-    "REQUEST_DECODER_INPUT_LEN",
-    "BAD_WORDS_IDS",
-    "STOP_WORDS_IDS",
-    "EMBEDDING_BIAS",
-    "REQUEST_OUTPUT_LEN",
-    "OUT_END_ID",
-    "OUT_PAD_ID",
-    "OUT_PROMPT_TABLE_EXTRA_IDS",
-]
+ALL = config_outputs("tokenizer")  # every output TensorRT-LLM's contract declares
 
 
 class Counts:
