@@ -31,10 +31,17 @@ namespace {
 
 constexpr size_t kChunkBytes = 64 * 1024;  // long texts split here for threads (and the GPU)
 constexpr size_t kItemBytes = 32 * 1024;   // work per scheduling item
-// One text of at least this many bytes is cut into about two pieces per hardware thread
-// (at safe split points, none under kMinChunkBytes) and encoded on every core; below it,
-// and where the pool is busy with another call, it runs on the calling thread alone.
+// One text of at least one_text_parallel_bytes(threads) is cut into about two pieces per
+// hardware thread (at safe split points, none under kMinChunkBytes) and encoded on every
+// core; below it, and where the pool is busy with another call, it runs on the calling thread
+// alone. Waking the pool costs ~100 us on a VM, so fewer threads need a longer text to gain.
+// Split against one thread, one text (bench corpus, median of 7): 16-core H100 host
+// 2026-11-27, split/one 0.62-0.68x at 32 KB, 0.40-0.61x at 64 KB, 0.19-0.38x from 128 KB;
+// 2-core dev VM, 1.88-2.28x at 32-64 KB, 0.79-0.98x from 128 KB. 3-7 threads: interpolated.
 constexpr size_t kOneTextParallelBytes = 32 * 1024;
+size_t one_text_parallel_bytes(size_t threads) {
+  return kOneTextParallelBytes * std::max<size_t>(1, 8 / std::max<size_t>(1, threads));
+}
 constexpr size_t kMinChunkBytes = 8 * 1024;
 
 }  // namespace
@@ -229,7 +236,7 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
   const size_t threads = hardware_threads();
   const size_t size = text.bytes.size();
   Prepared p;
-  if (threads > 1 && size >= kOneTextParallelBytes) {
+  if (threads > 1 && size >= one_text_parallel_bytes(threads)) {
     p.chunk_bytes = std::min(kChunkBytes, std::max(kMinChunkBytes, size / (2 * threads)));
     prepare({text}, policy, utf8, p);
     out = std::move(encode_units(p, 1, threads, p.chunk_bytes).ids);
