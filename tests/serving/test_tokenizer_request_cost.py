@@ -125,7 +125,8 @@ POLICIES = [
 @pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
 def test_one_row_takes_the_one_text_call(tok, s, text):
     """A one-row execute calls gputok's one-text encode, not the batch: same ids, dtype and
-    shape as the batch path; a row that fails gets the batch path's error, message and all."""
+    shape as the batch path; a row that fails gets the batch path's error, message and all,
+    from that one call (it is not encoded again through the batch path)."""
     ct = CountingTok(tok)
     (got,) = m.encode_requests(ct, [[text]], s)
     kw = {"errors": s.utf8_errors, "num_threads": s.num_threads, **m.special_kwargs(s)}
@@ -133,7 +134,7 @@ def test_one_row_takes_the_one_text_call(tok, s, text):
         ids, offsets = tok.encode_batch_flat([text], **kw)
     except ValueError as e:
         assert isinstance(got, ValueError) and type(got) is type(e) and str(got) == str(e)
-        assert ct.calls[0] == "one"
+        assert ct.calls == ["one"]
         return
     assert ct.calls == ["one"]
     padded, lengths = got
