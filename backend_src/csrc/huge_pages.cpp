@@ -49,7 +49,7 @@ void* huge_alloc(size_t bytes) {
     madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
     // Fault the table in now, while it is built: a hash table's first lookups land all over it,
     // and a first touch of a 2 MiB page zeroes all of it (with compaction where memory is
-    // fragmented), so a tokenizer's first 64-token call took 1-5 ms on a fresh 64 MiB pretoken
+    // fragmented), so a tokenizer's first 64-token call took 1-6 ms on a fresh 64 MiB pretoken
     // cache (warm: under 2 us). Prefaulted here, its construction takes that time instead.
     // Linux 5.14+; elsewhere (EINVAL) pages fault on first touch as before.
     // Not above kPopulateMaxBytes: a larger cache asked for stays lazy (RSS as it fills).
