@@ -357,7 +357,18 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--diverse-profile", default="bench", help="bench/corpus.py profile")
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--write-only",
+        metavar="DIR",
+        help="write the first configuration's inputs there, run nothing",
+    )
     args = ap.parse_args(argv)
+    if args.write_only:
+        corpus, fmt, gb, mb = grid(args)[0]
+        docs = load_docs(corpus, args.diverse_profile)
+        paths, _, text = write_inputs(Path(args.write_only), fmt, docs, int(gb * 1e9), int(mb * MB))
+        print(f"{len(paths)} {fmt} files, {text / 1e9:.2f} GB of text in {args.write_only}")
+        return 0
     args.both_modes = {float(x) for x in args.both_modes.split(",") if x}
     t0, work = time.perf_counter(), Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)

@@ -52,6 +52,10 @@ if has build; then
     cp $BUILD/_core.*.so $BUILD/_corpus_native.*.so backend_src/gputok/
     UNIT_BIN=$BUILD/test_device_tables  # built by CMake beside the module
   fi
+  # The image sets PYTHONDONTWRITEBYTECODE=1, so every process compiled gputok's modules and
+  # the carried wheels' again (pip installs with --no-compile here): byte-compile them once, as
+  # a pip install does, so that whole-command timings do not pay it.
+  $PY -m compileall -q -j 0 backend_src/gputok /tmp/site >/dev/null 2>&1 || true
   $PY -c "import gputok; print('cuda_available', gputok.cuda_available())" | tee -a "$SUMMARY"
   note "build stage: $(( $(date +%s) - t0 )) s"
 fi

@@ -7,6 +7,8 @@
 #   run(carry=[".whl", ".gpucarry", ".carry"], command="bash scripts/gpu_profile_workers.sh")
 #
 #   FORMAT=text RATE=50 SECONDS_=6 bash scripts/gpu_profile_workers.sh
+#   MODE=command CONFIGS=jsonl:1:20,parquet:1:1 bash scripts/gpu_profile_workers.sh
+#                                     (one in-process command instead: see MODE=command below)
 #
 # Results in $OUT: prof-1.txt, prof-2.txt (py-spy's raw format: one stack and its sample count
 # a line) and bench.log. At 100 Hz on all 20 processes at once (--subprocesses) py-spy fell
@@ -21,6 +23,23 @@ export PYTHONPATH=/tmp/site:$PWD/backend_src
 PYSPY=/tmp/site/bin/py-spy
 [ -x $PYSPY ] || { echo "no py-spy: carry .whl from scripts/gpu_carry.sh ...,profile" >&2; exit 1; }
 [ -f .cache/corpus/corpus-bench.jsonl ] || python3 bench/corpus.py unbundle --bundle .carry/corpus-bench.jsonl.xz >"$OUT/corpus.log" 2>&1
+if [ "${MODE:-workers}" = command ]; then
+  # One whole `gputok corpus` command in this process per configuration (format:GB:shard MB),
+  # every thread sampled (idle ones too) in speedscope's format, whose samples keep their
+  # order: bench/corpus_profile_timeline.py rebuilds a thread's timeline from it. The first run
+  # warms the page cache and the driver; the second is sampled. Results: prof-FMT-GB-MB.json.
+  WORK=/dev/shm/gputok-prof
+  for cfg in $(echo "${CONFIGS:-jsonl:1:20,parquet:1:1}" | tr , ' '); do
+    IFS=: read -r fmt gb mb <<<"$cfg"
+    python3 bench/bench_corpus_e2e.py --write-only "$WORK/in" --formats "$fmt" --sizes-gb "$gb" --shard-mb "$mb"
+    sep=(); [ "$fmt" = text ] && sep=(--text-separator $'\x1e\n')
+    cmd=(python3 -m gputok corpus "$WORK/in" -o "$WORK/out" --format "$fmt" "${sep[@]}" --no-fsync --no-progress --overwrite)
+    /usr/bin/time -f "$cfg wall %e s (not sampled)" "${cmd[@]}" >/dev/null
+    $PYSPY record -r "${RATE:-200}" --idle --threads -f speedscope -o "$OUT/prof-$fmt-$gb-$mb.json" -- "${cmd[@]}" | grep "done:"
+    rm -rf "$WORK"
+  done 2>&1 | tee "$OUT/profile.log"
+  exit 0
+fi
 python3 bench/bench_corpus.py --workers 1 --workers-per-gpu 4 --scale 32 --shards 128 --repeat 12 \
   --work-dir /dev/shm/gputok-prof --no-docs --format "${FORMAT:-parquet}" >"$OUT/bench.log" 2>&1 &
 bench=$!

@@ -28,7 +28,11 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<IdRangeError>(m, "IdRangeError", PyExc_OverflowError);
   m.def("cuda_available", [] {
     std::string why;
-    const bool ok = cuda_available(&why);
+    bool ok = false;
+    {  // the first call initialises the driver (0.1-0.2 s): other threads go on meanwhile
+      py::gil_scoped_release release;
+      ok = cuda_available(&why);
+    }
     return py::make_tuple(ok, why);
   });
 

@@ -1,7 +1,5 @@
 """``python -m gputok ...``: the gputok command line (gputok/cli.py)."""
 
-import sys
+from gputok.cli import entry
 
-from gputok.cli import main
-
-sys.exit(main())
+entry()

@@ -10,6 +10,23 @@ from collections.abc import Callable
 
 PARQUET_DECODERS = ("auto", "gputok", "gputok-gpu", "gputok-nvcomp", "arrow")
 
+# "auto" in a run of fewer bytes of input files than this decodes snappy pages on the CPU (the
+# "gputok" page reader), on a GPU worker too. In process on the H100 host (16 cores, 8 shards
+# at once, 2026-11-27, bench/bench_corpus_ab.py, whole commands, medians of 3), 1 GB of
+# Parquet took with the pages on the CPU / on the GPU: 1 MB shards 2.42 / 2.67 s, 4 MB 1.84 /
+# 1.97, 20 MB 1.99 / 2.38, 100 MB 2.10 / 2.10; 10 GB in 100 MB shards 5.93 / 5.50. A short
+# run pays the GPU decoder's set-up (py-spy: 0.19 s) and a round trip per row-group call on
+# the path to its first batches; a long one gains the host CPU that the GPU saves (0.4 CPU s
+# per GB of text against 1.7-2.2). Between 1 and 10 GB nothing was measured: the threshold
+# sits between them.
+PARQUET_GPU_MIN_RUN_BYTES = 4 << 30
+
+
+def parquet_decoder_for_run(mode: str, run_bytes: int) -> str:
+    """The run's decoder setting: ``mode``, with "auto" made "gputok" (the page reader on the
+    CPU) for a run of fewer than PARQUET_GPU_MIN_RUN_BYTES of input files."""
+    return "gputok" if mode == "auto" and run_bytes < PARQUET_GPU_MIN_RUN_BYTES else mode
+
 
 def _parquet_decoder(mode: str, tok) -> Callable | None:
     """read_parquet's ``decoder`` for the run's ``parquet_decoder`` setting and this worker's

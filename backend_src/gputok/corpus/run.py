@@ -23,7 +23,8 @@ a rerun resumes), CorpusInputError for inputs that cannot be found. fsync=False 
 fsyncs (files are still renamed into place only when complete, and a resume re-hashes
 everything, so a crash costs rework, not wrong data). parquet_decoder: who decodes
 Parquet pages (PARQUET_DECODERS): "auto" (default), gputok's page reader with snappy
-decompressed on the GPU of GPU workers and on the CPU of CPU workers; "gputok-gpu", the
+decompressed on the GPU of GPU workers and on the CPU of CPU workers, and on the CPU in a run
+of under 4 GiB of input files (decoders.PARQUET_GPU_MIN_RUN_BYTES); "gputok-gpu", the
 same; "gputok", the page reader on the CPU everywhere; "arrow", Arrow. Row groups the page
 reader cannot read (other codecs or encodings) go to Arrow; the output is the same either
 way (docs/corpus.md, "Parquet decoding"). hash: how the shard files are hashed for the
@@ -53,6 +54,7 @@ from .cluster import (
     _make_client,
     default_in_process_threads,
 )
+from .decoders import parquet_decoder_for_run
 from .discovery import _SHARD_RE, plan_shards
 from .files import DEFAULT_HASH, _json_bytes, _load_json, atomic_write_bytes, new_hasher
 from .manifest import _settings, build_manifest
@@ -199,7 +201,6 @@ def tokenize_corpus(
     )  # fmt: skip
     settings = _settings(common)
     previous = _check_out_dir(out_dir, set(names), settings, overwrite)
-
     opts = _ClusterOptions(
         scheduler=scheduler,
         n_workers=n_workers,
@@ -210,13 +211,14 @@ def tokenize_corpus(
         threads_per_worker=threads_per_worker,
         workers_per_gpu=workers_per_gpu,
     )
+    sizes = [_file_size(p) for p in paths]
     task = {
         "device": device,
         "num_threads": num_threads,
         "batch_bytes": batch_bytes,
         "min_batch_bytes": min_batch_bytes,
         "fsync": fsync,
-        "parquet_decoder": parquet_decoder,
+        "parquet_decoder": parquet_decoder_for_run(parquet_decoder, sum(sizes)),
         "hash": hash,
         "fault": _fault,
     }
@@ -225,7 +227,7 @@ def tokenize_corpus(
         for p, n in zip(paths, names, strict=True)
     ]
     what = f"{fmt} shard(s) from {base} -> {out_dir}"
-    plan = _TaskPlan([_file_size(p) for p in paths], int(task_bytes), what, progress)
+    plan = _TaskPlan(sizes, int(task_bytes), what, progress)
     here = _choose_in_process(in_process, in_process_below, client, opts, sum(plan.sizes))
     runner = _run_here if here else functools.partial(_run_on_cluster, client)
     results, failures, startup, tasks = runner(opts, specs, plan)
