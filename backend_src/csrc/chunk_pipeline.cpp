@@ -6,11 +6,9 @@
 #include <future>
 #include <mutex>
 #include <string>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #include "encoder.h"
+#include "huge_pages.h"
 #include "narrow.h"
 #include "types.h"
 
@@ -29,19 +27,6 @@ void parallel_slices(ThreadPool* pool, size_t count, size_t elem, Fn&& fn) {
   pool->parallel_for(nt, nt, [&](size_t t) { fn(count * t / nt, count * (t + 1) / nt); });
 }
 
-void advise_huge_pages(void* p, size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
-  if (bytes < (size_t(32) << 20)) return;
-  const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
-  if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_HUGEPAGE);  // advice: may fail
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
 // Makes room for `size` elements, keeping the first `keep`. A vector that outgrows its
 // capacity moves its elements on one thread into fresh pages: for the ids of a 64 MB chunk
 // (112 MB) that is tens of ms, the cliff that large calls had. Here the move is spread over
@@ -56,7 +41,7 @@ void grow(ThreadPool* pool, Vec& v, size_t size, size_t keep, bool huge) {
   Vec fresh;
   fresh.reserve(std::max(size, v.capacity() * 2));
   using T = typename Vec::value_type;
-  if (huge) advise_huge_pages(fresh.data(), fresh.capacity() * sizeof(T));
+  if (huge) advise_huge_pages(fresh.data(), fresh.capacity() * sizeof(T), size_t(32) << 20);
   fresh.resize(keep);  // UninitAllocator: no writes
   parallel_slices(pool, keep, sizeof(T), [&](size_t lo, size_t hi) {
     std::memcpy(fresh.data() + lo, v.data() + lo, (hi - lo) * sizeof(T));

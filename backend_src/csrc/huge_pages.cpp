@@ -62,6 +62,19 @@ void* huge_alloc(size_t bytes) {
   return p;
 }
 
+void advise_huge_pages(void* p, size_t bytes, size_t min_bytes) noexcept {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (!p || bytes < min_bytes) return;
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~uintptr_t(kHuge - 1);
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + bytes) & ~uintptr_t(kHuge - 1);
+  if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_HUGEPAGE);  // advice: may fail
+#else
+  (void)p;
+  (void)bytes;
+  (void)min_bytes;
+#endif
+}
+
 void huge_free(void* p, size_t bytes) noexcept {
   if (!p) return;
   if (bytes == 0) bytes = 1;

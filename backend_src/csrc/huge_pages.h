@@ -23,6 +23,11 @@ void* huge_alloc(size_t bytes);
 void huge_free(void* p, size_t bytes) noexcept;
 constexpr size_t kHugeMinBytes = size_t(1) << 20;
 
+// Advises the 2 MiB-aligned part of [p, p + bytes) onto transparent huge pages, before any
+// of it is touched, when bytes >= min_bytes (advice: refused or unsupported, nothing
+// changes). Fresh output buffers then fault once per 2 MiB instead of once per 4 KiB.
+void advise_huge_pages(void* p, size_t bytes, size_t min_bytes) noexcept;
+
 // std::vector's allocator over huge_alloc.
 template <class T>
 struct HugePageAllocator {
