@@ -35,7 +35,9 @@ def _parquet_decoder(mode: str, tok) -> Callable | None:
     GPU tokenizer (its ``device`` and ``device_id``; a GpuPageDecoder of this process's, see
     gpu_page_decoder), else on the CPU; "gputok-nvcomp" the same with nvCOMP's snappy
     (nvcomp_library), for measurement only: 4.3x slower here and unsafe on malformed streams.
-    See docs/corpus.md, "Parquet decoding", for what each costs."""
+    A run under PARQUET_GPU_MIN_RUN_BYTES never asks for "auto" here: tokenize_corpus makes it
+    "gputok" first (parquet_decoder_for_run). See docs/corpus.md, "Parquet decoding", for what
+    each costs."""
     if mode == "arrow":
         return None
     if mode in ("auto", "gputok-gpu", "gputok-nvcomp") and getattr(tok, "device", None) == "cuda":
