@@ -30,7 +30,13 @@ def infer(triton, protocol, model, inputs: dict, outputs=None):
         x.set_data_from_numpy(arr)
         req.append(x)
     outs = [m.InferRequestedOutput(o) for o in outputs] if outputs else None
-    return c.infer(model, req, outputs=outs)
+    try:
+        return c.infer(model, req, outputs=outs)
+    finally:
+        # Closed here, on the thread that made it: an HTTP client left to the garbage collector
+        # closed itself on whichever thread collected it, where gevent had no hub
+        # (PytestUnraisableExceptionWarning in a CI run, 2026-11-27).
+        c.close()
 
 
 def words(*w) -> np.ndarray:
