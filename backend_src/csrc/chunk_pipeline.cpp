@@ -41,7 +41,7 @@ void grow(ThreadPool* pool, Vec& v, size_t size, size_t keep, bool huge) {
   Vec fresh;
   fresh.reserve(std::max(size, v.capacity() * 2));
   using T = typename Vec::value_type;
-  if (huge) advise_huge_pages(fresh.data(), fresh.capacity() * sizeof(T), size_t(32) << 20);
+  if (huge) advise_huge_pages(fresh, size_t(32) << 20);
   fresh.resize(keep);  // UninitAllocator: no writes
   parallel_slices(pool, keep, sizeof(T), [&](size_t lo, size_t hi) {
     std::memcpy(fresh.data() + lo, v.data() + lo, (hi - lo) * sizeof(T));

@@ -250,7 +250,7 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
   // encode_segment grows `out` by a unit's bytes (<= kChunkBytes) and trims it back: room
   // for about two ids a byte past that, so a typical text never reallocates.
   out.reserve(size / 2 + std::min(size, kChunkBytes) + 4);
-  advise_huge_pages(out.data(), out.capacity() * sizeof(int32_t), kOutputHugeBytes);
+  advise_huge_pages(out, kOutputHugeBytes);
   const auto cache_ref = cache();
   for (const Unit& u : p.units) {
     if (u.special >= 0)
@@ -299,7 +299,7 @@ EncodeResult Encoder::encode_units_inline(const Prepared& p, size_t n_texts,
   size_t bytes = 0;
   for (const Unit& unit : p.units) bytes += unit.bytes.size();
   r.ids.reserve(bytes / 2 + std::min(bytes, kChunkBytes) + 8);  // as in encode_one
-  advise_huge_pages(r.ids.data(), r.ids.capacity() * sizeof(int32_t), kOutputHugeBytes);
+  advise_huge_pages(r.ids, kOutputHugeBytes);
   for (const Unit& unit : p.units) {
     if (unit.special >= 0)
       r.ids.push_back(unit.special);
@@ -365,7 +365,7 @@ EncodeResult Encoder::encode_units(const Prepared& p, size_t n_texts, size_t thr
   std::vector<size_t> base(n_items + 1, 0);
   for (size_t it = 0; it < n_items; ++it) base[it + 1] = base[it] + outs[it].ids.size();
   r.ids.resize(base[n_items]);
-  advise_huge_pages(r.ids.data(), r.ids.capacity() * sizeof(int32_t), kOutputHugeBytes);
+  advise_huge_pages(r.ids, kOutputHugeBytes);
   r.offsets.assign(n_texts + 1, 0);
   for (size_t it = 0; it < n_items; ++it) {
     const ItemOut& o = outs[it];
@@ -445,7 +445,7 @@ PackedResult Encoder::encode_batch_packed(GpuEncoder* gpu, Algorithm algorithm,
                          : encode_batch(texts, policy, utf8, num_threads);
     r.kernel_ms = e.kernel_ms;
     r.ids.resize(e.ids.size() + size_t(seps));
-    advise_huge_pages(r.ids.data(), r.ids.capacity() * sizeof(uint16_t), kOutputHugeBytes);
+    advise_huge_pages(r.ids, kOutputHugeBytes);
     const int64_t bad =
         pack_uint16(e.ids.data(), e.offsets.data(), n, separator, r.ids.data(), r.ends.data());
     if (bad >= 0) {

@@ -27,6 +27,11 @@ constexpr size_t kHugeMinBytes = size_t(1) << 20;
 // of it is touched, when bytes >= min_bytes (advice: refused or unsupported, nothing
 // changes). Fresh output buffers then fault once per 2 MiB instead of once per 4 KiB.
 void advise_huge_pages(void* p, size_t bytes, size_t min_bytes) noexcept;
+// The same over a vector's whole capacity (a fresh result buffer, reserved, not yet written).
+template <class Vec>
+void advise_huge_pages(Vec& v, size_t min_bytes) noexcept {
+  advise_huge_pages(v.data(), v.capacity() * sizeof(typename Vec::value_type), min_bytes);
+}
 
 // std::vector's allocator over huge_alloc.
 template <class T>

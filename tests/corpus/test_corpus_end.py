@@ -37,7 +37,7 @@ def _run(tmp_path, paths, **kw):
     )
 
 
-def _entry(tmp_path, *args: str) -> subprocess.CompletedProcess:
+def _entry(*args: str) -> subprocess.CompletedProcess:
     """The console script's entry() in a fresh interpreter that registers an atexit line, with
     stdout a pipe (block-buffered: a line not flushed before the exit is lost)."""
     code = (
@@ -56,13 +56,13 @@ def test_a_corpus_run_in_process_exits_without_teardown_and_loses_no_output(tmp_
     before."""
     paths = _write(tmp_path, 2)
     out = tmp_path / "out"
-    r = _entry(tmp_path, "corpus", *paths, "-o", str(out), "--in-process", "--device", "cpu",
+    r = _entry("corpus", *paths, "-o", str(out), "--in-process", "--device", "cpu",
                "--no-progress", "--no-fsync")  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert "done: 2 shards (2 written" in r.stdout, r.stdout
     assert "teardown ran" not in r.stdout
     assert json.loads((out / "manifest.json").read_text())["totals"]["shards"] == 2
-    bad = _entry(tmp_path, "corpus", str(tmp_path / "none*.jsonl"), "-o", str(out), "--in-process")
+    bad = _entry("corpus", str(tmp_path / "none*.jsonl"), "-o", str(out), "--in-process")
     assert bad.returncode != 0 and "gputok corpus: error" in bad.stderr
     assert "teardown ran" in bad.stdout
 
