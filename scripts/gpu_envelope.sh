@@ -7,6 +7,8 @@
 #
 #   bash scripts/gpu_envelope.sh [STAGES]   STAGES: comma list of unit,memcheck,pytests,old,bench,
 #                                           run in that order (default: all, in this order)
+#   bench's settings: SIZES (MB, comma list), CONFIGS (GPU tunings), REPS (timed calls per size;
+#   default: by size, 20 at 1 MB down to 2 at 1 GB), BENCH_TIMEOUT (seconds)
 #
 # Needs what scripts/gpu_check.sh needs (.gpucarry/gpu prebuilt module, .whl, .carry corpus).
 # Logs and results go under $OUT.
@@ -46,7 +48,7 @@ old() {
 }
 bench() {
   timeout ${BENCH_TIMEOUT:-300} $PY bench/bench_envelope.py --single --profile --out "$OUT" \
-    --sizes-mb ${SIZES:-1,4,16,64,85,256,1024} --configs "${CONFIGS:-16M:2,64M:1}" >"$OUT/envelope.md" 2>"$OUT/envelope.log"
+    --sizes-mb ${SIZES:-1,4,16,64,85,256,1024} --configs "${CONFIGS:-16M:2,64M:1}" ${REPS:+--reps $REPS} >"$OUT/envelope.md" 2>"$OUT/envelope.log"
   echo "bench rc=$?"; tail -3 "$OUT/envelope.log"; cat "$OUT/envelope.md"
 }
 for stage in ${STAGES//,/ }; do "$stage"; done

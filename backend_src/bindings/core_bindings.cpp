@@ -167,6 +167,8 @@ class Core {
   }
 
   void set_piece_cache_bytes(size_t bytes) { tok_->set_piece_cache_bytes(bytes); }
+  void set_cpu_spin_us(unsigned us) { tok_->set_cpu_spin_us(us); }
+  unsigned cpu_spin_us() const { return tok_->cpu_spin_us(); }
 
   py::dict piece_cache_stats() const {
     const PieceCacheStats st = tok_->piece_cache_stats();
@@ -307,6 +309,8 @@ void bind_core(py::module_& m) {
       .def("gpu_counters", &Core::gpu_counters)
       .def("set_piece_cache_bytes", &Core::set_piece_cache_bytes, py::arg("bytes"))
       .def("piece_cache_stats", &Core::piece_cache_stats)
+      .def("set_cpu_spin_us", &Core::set_cpu_spin_us, py::arg("us"))
+      .def("cpu_spin_us", &Core::cpu_spin_us)
       .def("set_pool_limit", [](Core& c, size_t bytes) { c.tok().set_pool_limit(bytes); })
       .def("set_gpu_pretokenize", [](Core& c, bool on) { c.tok().set_gpu_pretokenize(on); })
       .def("set_crossover", &Core::set_crossover, py::arg("cpu_below_bytes"),

@@ -260,24 +260,6 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
   }
 }
 
-void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(size_t)>& fn) const {
-  if (threads <= 1 || n <= 1) {
-    for (size_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  // The pool runs one job at a time: a call that finds it busy runs on its own thread
-  // rather than queueing behind another call.
-  std::unique_lock<std::mutex> lock(pool_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    for (size_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  // Once, with every hardware thread (resolve_threads never asks for more); a pool the
-  // system made smaller stays as it is rather than being rebuilt on every call.
-  if (!pool_) pool_ = std::make_unique<ThreadPool>(hardware_threads());
-  pool_->parallel_for(n, threads, fn);
-}
-
 EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const SpecialPolicy& policy,
                                    Utf8Policy utf8, int num_threads) const {
   const size_t threads = resolve_threads(num_threads);  // throws before any work

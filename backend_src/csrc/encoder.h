@@ -85,6 +85,10 @@ class Encoder {
   // memory), or none with 0. Calls already running finish with the cache they started with.
   void set_piece_cache_bytes(size_t bytes);
   PieceCacheStats piece_cache_stats() const;
+  // How long the CPU pool's idle threads watch for the next call before they sleep
+  // (thread_pool.h; std::invalid_argument above kMaxSpinUs). Waits for a running call.
+  void set_cpu_spin_us(unsigned us);
+  unsigned cpu_spin_us() const;
 
   // CPU path. num_threads <= 0 means all hardware threads.
   EncodeResult encode_batch(const std::vector<TextInput>& texts, const SpecialPolicy& policy,
@@ -127,6 +131,7 @@ class Encoder {
   std::shared_ptr<PieceCache> cache_;  // read and replaced with std::atomic_load/store
   mutable std::unique_ptr<ThreadPool> pool_;
   mutable std::mutex pool_mu_;
+  unsigned spin_us_ = kDefaultSpinUs;  // the pool's, guarded by pool_mu_
 };
 
 }  // namespace gputok

@@ -31,11 +31,18 @@ size_t hardware_threads();
 // results never depend on the count). Throws std::invalid_argument above kMaxThreads.
 size_t resolve_threads(int num_threads);
 
+// How long an idle worker keeps watching for the next job before it sleeps (kDefaultSpinUs).
+constexpr unsigned kDefaultSpinUs = 50;
+constexpr unsigned kMaxSpinUs = 10000;
+
 class ThreadPool {
  public:
   // Starts up to `threads` - 1 workers (the caller is the other one). A worker the system
   // cannot create (EAGAIN, address space) ends the start-up: the pool keeps those it has.
-  explicit ThreadPool(size_t threads);
+  // A worker that finishes a job watches for the next one for `spin_us` microseconds (at
+  // most kMaxSpinUs) before it sleeps: a job that comes within that window starts without a
+  // wake-up. 0: sleep at once.
+  explicit ThreadPool(size_t threads, unsigned spin_us = kDefaultSpinUs);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -46,7 +53,14 @@ class ThreadPool {
 
  private:
   void loop();
+  void spin_for_job(size_t seen) const;
+  void spin_while_unfinished() const;
   void stop_workers();
+  const unsigned spin_us_;
+  // generation_ and stop_, published for the spinning workers (written under mu_).
+  std::atomic<size_t> published_{0};
+  std::atomic<bool> stopping_{false};
+  std::atomic<size_t> unfinished_{0};  // active_, for the caller's spin
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   const std::function<void(size_t)>* job_ = nullptr;

@@ -116,6 +116,8 @@ class Tokenizer {
   // The CPU path's shared pretoken cache (encoder.h).
   void set_piece_cache_bytes(size_t bytes) { encoder_.set_piece_cache_bytes(bytes); }
   PieceCacheStats piece_cache_stats() const { return encoder_.piece_cache_stats(); }
+  void set_cpu_spin_us(unsigned us) { encoder_.set_cpu_spin_us(us); }
+  unsigned cpu_spin_us() const { return encoder_.cpu_spin_us(); }
   GpuEncoder* gpu() const { return gpu_.get(); }  // for tools built on the tokenizer
 
  private:

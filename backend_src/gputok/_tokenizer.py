@@ -63,6 +63,7 @@ class Tokenizer(EncodingAPI):
         blocking_sync: bool = False,
         copy_threads: int = 0,
         piece_cache_bytes: int | None = None,
+        cpu_spin_us: int | None = None,
         cpu_below_bytes: int | None = None,
         bytes_per_row: int | None = None,
         gpu_tuning: _core.GpuTuning | None = None,
@@ -88,6 +89,8 @@ class Tokenizer(EncodingAPI):
         self.device_id = int(device_id)  # the GPU it runs on when device is "cuda"
         if piece_cache_bytes is not None:
             self.set_piece_cache_bytes(piece_cache_bytes)
+        if cpu_spin_us is not None:
+            self.set_cpu_spin_us(cpu_spin_us)
         self._default_policy = self._policy(frozenset(), "all")
         # encode() / encode_ordinary() / encode_to_numpy() with their default arguments call
         # these: the policy converted once, a call takes the text alone (no pybind11 dispatch).
@@ -104,6 +107,21 @@ class Tokenizer(EncodingAPI):
         if int(nbytes) < 0:
             raise ValueError(f"piece_cache_bytes must be >= 0 (0: no cache), got {nbytes!r}")
         self._core.set_piece_cache_bytes(int(nbytes))
+
+    # -- CPU thread pool ----------------------------------------------------------------
+    def set_cpu_spin_us(self, us: int) -> None:
+        """How long, in microseconds, the CPU path's idle pool threads watch for the next
+        call before they sleep (0-10000; default 50). A call that comes within that window
+        starts without waking sleeping threads; 0 never spins, for a machine where idle
+        spinning is unwelcome. Results never depend on it."""
+        if isinstance(us, bool) or not isinstance(us, int) or not 0 <= us <= 10000:
+            raise ValueError(f"cpu_spin_us must be an int in [0, 10000], got {us!r}")
+        self._core.set_cpu_spin_us(us)
+
+    @property
+    def cpu_spin_us(self) -> int:
+        """The CPU pool's spin window in microseconds (set_cpu_spin_us)."""
+        return int(self._core.cpu_spin_us())
 
     def piece_cache_stats(self) -> dict[str, int]:
         """The pretoken cache's capacity_bytes, entries, max_entries, arena_used and

@@ -100,3 +100,41 @@ def test_building_a_tokenizer_releases_the_gil():
         t.join()
         sys.setswitchinterval(old)
     assert max(fractions) > 0.3, fractions
+
+
+# -- the pool's spin window (thread_pool.h: idle workers watch for the next job, then sleep) --
+
+
+def test_cpu_spin_us_is_checked_and_kept():
+    tok = gputok.gpt2(device="cpu")
+    assert tok.cpu_spin_us == 50
+    for bad in (-1, 10_001, 1.5, True, "5"):
+        with pytest.raises(ValueError, match=r"cpu_spin_us must be an int in \[0, 10000\]"):
+            tok.set_cpu_spin_us(bad)
+    assert tok.cpu_spin_us == 50
+    assert gputok.gpt2(device="cpu", cpu_spin_us=0).cpu_spin_us == 0
+
+
+def _idle_cpu_seconds(tok, sleep_s: float) -> float:
+    """Process CPU time spent while the caller sleeps right after a parallel call."""
+    tok.encode_batch_flat(DOCS, num_threads=0)
+    t0 = time.process_time()
+    time.sleep(sleep_s)
+    return time.process_time() - t0
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the pool needs two hardware threads")
+def test_idle_workers_spin_for_the_window_then_sleep():
+    """A 10 ms window burns CPU after a call, then stops: a pool that never slept would burn
+    0.4 s a worker; one that ignored the setting would burn nothing; 0 burns nothing."""
+    workers = (os.cpu_count() or 1) - 1
+    tok = gputok.gpt2(device="cpu", cpu_spin_us=10_000)
+    want = gputok.gpt2(device="cpu", cpu_spin_us=0).encode_batch_flat(DOCS, num_threads=1)
+    got = tok.encode_batch_flat(DOCS, num_threads=0)
+    assert len(want[0]) > 0
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    spun = max(_idle_cpu_seconds(tok, 0.4) for _ in range(3))
+    assert 0.004 < spun < 0.2 * workers, (spun, workers)
+    tok.set_cpu_spin_us(0)
+    assert tok.cpu_spin_us == 0
+    assert min(_idle_cpu_seconds(tok, 0.4) for _ in range(3)) < 0.004

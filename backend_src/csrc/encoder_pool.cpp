@@ -1,0 +1,41 @@
+// The encoder's CPU thread pool (encoder.h): one per Encoder, started on its first parallel
+// call, with the spin window of thread_pool.h.
+#include <string>
+
+#include "encoder.h"
+
+namespace gputok {
+
+void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(size_t)>& fn) const {
+  if (threads <= 1 || n <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  // The pool runs one job at a time: a call that finds it busy runs on its own thread
+  // rather than queueing behind another call.
+  std::unique_lock<std::mutex> lock(pool_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  // Once, with every hardware thread (resolve_threads never asks for more); a pool the
+  // system made smaller stays as it is rather than being rebuilt on every call.
+  if (!pool_) pool_ = std::make_unique<ThreadPool>(hardware_threads(), spin_us_);
+  pool_->parallel_for(n, threads, fn);
+}
+
+void Encoder::set_cpu_spin_us(unsigned us) {
+  if (us > kMaxSpinUs)
+    throw std::invalid_argument("cpu_spin_us must be <= " + std::to_string(kMaxSpinUs) + ", got " +
+                                std::to_string(us));
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  spin_us_ = us;
+  pool_.reset();  // the next parallel call starts one with the new setting
+}
+
+unsigned Encoder::cpu_spin_us() const {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  return spin_us_;
+}
+
+}  // namespace gputok
