@@ -15,10 +15,11 @@ the same server run:
   CPU path, on whatever instance KIND_AUTO gives).
 - INSTANCES: the count of every model served (ours and the baselines alike); 0 keeps the
   configs' own counts (equal in the repository: 2).
-- OUTPUTS: `all` (default): ours declares TensorRT-LLM's eleven outputs, and perf_analyzer,
-  which has no flag to name outputs, gets every one of them (nine more tensors per response
-  than the baseline's two); `min`: ours declares only the baseline's `INPUT_ID` and
-  `REQUEST_INPUT_LEN`, which is what a client naming those two (gputok-client) costs.
+- OUTPUTS: `all` (default): ours and the gigatoken baseline declare TensorRT-LLM's eleven
+  outputs, and perf_analyzer, which has no flag to name outputs, gets nine tensors per response
+  from each (the baseline returns ours' values since 2026-11-27; it returned two before);
+  `min`: every model declares only `INPUT_ID` and `REQUEST_INPUT_LEN`, which is what a client
+  naming those two (gputok-client) costs.
 
 The configs are edited as text, not through `gputok.serve.pbtxt` (which needs tritonclient's
 protobuf schema): the GPU machine's image has neither. tests/serving/test_serve_bench_plan.py checks
@@ -45,7 +46,7 @@ class Setting:
     instances: int  # 0: the configs' own counts
     sizes: tuple[str, ...]
     concurrencies: tuple[int, ...]
-    outputs: str = "all"  # "all" | "min" (ours declares the baseline's two outputs only)
+    outputs: str = "all"  # "all" | "min" (every model declares INPUT_ID, REQUEST_INPUT_LEN only)
 
     @property
     def label(self) -> str:
@@ -143,7 +144,7 @@ def build_repository(dest: Path, setting: Setting, baselines: tuple[str, ...]) -
             text = set_instance_count(text, setting.instances)
         if name == "tokenizer" and setting.device != "auto":
             text = set_parameter(text, "device", setting.device)
-        if name == "tokenizer" and setting.outputs == "min":
+        if setting.outputs == "min" and "REQUEST_INPUT_LEN" in text:
             text = keep_outputs(text, ("INPUT_ID", "REQUEST_INPUT_LEN"))
         config.write_text(text)
     return dest

@@ -64,3 +64,46 @@ def test_one_row_path_equals_batch_path(model, ref, corpus):
     out = model.encode_requests(tok, [[], ["hi"]], 50256)
     assert out[0][0].shape == (0, 0) and out[0][1].shape == (0, 1)
     assert out[1][0].tolist() == [ref.encode_ordinary("hi")]
+
+
+def _outputs(config: Path) -> list[tuple[str, int, list[int]]]:
+    from gputok.serve import pbtxt
+
+    return [(o.name, o.data_type, list(o.dims)) for o in pbtxt.read_config(config).output]
+
+
+def test_the_baseline_declares_and_returns_our_outputs(model):
+    """Same I/O as ours: the baseline declares our outputs, and a QUERY-only request (what
+    perf_analyzer sends) gets the same tensors from both models, value for value, for every
+    batch size and for a client that names some outputs. Until 2026-11-27 the baseline
+    returned two tensors to our nine, so the comparison measured Triton's cost per output."""
+    import fake_pb_utils as fake
+    from model_loader import config_parameters, load_model_module
+
+    ours = REPO / "model_repository/tokenizer/config.pbtxt"
+    theirs = MODEL.parents[1] / "config.pbtxt"
+    assert _outputs(theirs) == _outputs(ours) and len(_outputs(ours)) == 11
+
+    m = load_model_module("tokenizer")
+    fake.install(m)
+    fake.install(model)
+    a, b = m.TritonPythonModel(), model.TritonPythonModel()
+    a.initialize(
+        fake.model_args({"max_batch_size": 256, "parameters": config_parameters("tokenizer")})
+    )
+    b.initialize(fake.model_args({"parameters": {}}))
+    cases = [
+        (["hello world"], None),
+        (["a b", "日本語 🎉"], None),
+        (["x"], ["INPUT_ID", "OUT_PAD_ID"]),
+    ]
+    for texts, requested in cases * 2:  # the second pass answers from each model's cache
+        query = np.array([[t.encode()] for t in texts], dtype=np.object_)
+        (ra,) = a.execute([fake.InferenceRequest({"QUERY": query}, requested=requested)])
+        (rb,) = b.execute([fake.InferenceRequest({"QUERY": query}, requested=requested)])
+        assert not ra.has_error() and not rb.has_error()
+        assert set(rb.tensors) == set(ra.tensors) and len(ra.tensors) >= 3
+        for name, want in ra.tensors.items():
+            got = rb.tensors[name]
+            assert (got.dtype, got.shape) == (want.dtype, want.shape), name
+            assert got.tolist() == want.tolist(), name

@@ -82,9 +82,10 @@ def test_text_edits_refuse_what_they_cannot_find():
     assert serve_plan.drop_dynamic_batching(nested) == "a: 1\n\nb: 2\n"
 
 
-def test_min_outputs_declares_the_baselines_two(tmp_path):
-    """OUTPUTS=min: ours declares only the baseline's outputs (what a client naming them
-    costs); its inputs, batching and everything else stay the repository's."""
+def test_min_outputs_declares_two_on_every_model(tmp_path):
+    """OUTPUTS=min: ours and the baseline declare INPUT_ID and REQUEST_INPUT_LEN only (what a
+    client naming those two costs); inputs, batching and everything else stay as they are.
+    By default both declare TensorRT-LLM's eleven."""
     setting = serve_plan.parse_plan("iso:auto:0:128:1:min")[0]
     assert setting.outputs == "min" and setting.label == "iso-auto-icfg-min"
     repo = serve_plan.build_repository(tmp_path / "r", setting, BASE)
@@ -95,8 +96,15 @@ def test_min_outputs_declares_the_baselines_two(tmp_path):
     assert [(o.data_type, list(o.dims)) for o in ours.output] == [
         (o.data_type, list(o.dims)) for o in base.output
     ]
+    assert [o.name for o in ours.output] == ["INPUT_ID", "REQUEST_INPUT_LEN"]
     full = pbtxt.read_config(ROOT / "model_repository/tokenizer/config.pbtxt")
     assert len(full.output) == 11 and len(ours.input) == len(full.input)
+    every = _configs(
+        serve_plan.build_repository(
+            tmp_path / "all", serve_plan.parse_plan("iso:auto:0:128:1")[0], BASE
+        )
+    )
+    assert len(every["tokenizer"].output) == len(every["preprocessing_gigatoken"].output) == 11
     assert serve_plan.parse_plan("iso:auto:0:128:1")[0].outputs == "all"
     with pytest.raises(ValueError):
         serve_plan.parse_plan("iso:auto:0:128:1:some")

@@ -10,6 +10,12 @@ holding `<|endoftext|>` or invalid UTF-8 is INVALID_ARG for that request alone.
 gigatoken is built with `Tokenizer.from_tiktoken(ranks, pretokenizer="gpt2")`, the faster of
 its two exact GPT-2 configurations on the 2-core machine (61 vs 18 MB/s warm on the ci corpus,
 2026-11-25, bench/bench_cpu.py; bench/bench_gpu.py measures both on the GPU machine's host).
+
+Its responses carry what ours carries for a request of QUERY alone: INPUT_ID, REQUEST_INPUT_LEN
+and TensorRT-LLM's seven other outputs with the same values (gputok.trtllm builds them, as for
+ours), each built once per batch size and reused, as ours does; only the outputs a client asks
+for. So the two models differ in their tokenizer alone (until 2026-11-27 this one returned two
+tensors to our nine, and Triton's cost per output tensor decided the comparison).
 """
 
 from __future__ import annotations
@@ -26,6 +32,23 @@ except ImportError:  # tests import the pure functions without a server
 
 EOT = 50256
 SPECIAL = "<|endoftext|>"
+
+
+def default_outputs(batch: int, eot: int, pad: int) -> dict[str, np.ndarray]:
+    """TensorRT-LLM's outputs besides INPUT_ID / REQUEST_INPUT_LEN for `batch` rows of a request
+    that carries QUERY alone: the values our tokenizer model gives (its extra_outputs)."""
+    from gputok import trtllm
+
+    pad_col = trtllm.id_column(None, "PAD_ID", batch, pad)
+    return {
+        "OUT_END_ID": trtllm.id_column(None, "END_ID", batch, eot),
+        "OUT_PAD_ID": pad_col,
+        "BAD_WORDS_IDS": trtllm.word_list_ids(None, None, batch),
+        "STOP_WORDS_IDS": trtllm.word_list_ids(None, None, batch),
+        "EMBEDDING_BIAS": trtllm.embedding_bias(None, None, None, batch),
+        "DECODER_INPUT_ID": pad_col.copy(),
+        "REQUEST_DECODER_INPUT_LEN": np.ones((batch, 1), dtype=np.int32),
+    }
 
 
 def build(ranks_file: str = ""):
@@ -96,6 +119,7 @@ class TritonPythonModel:
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         self.tok = build(params.get("ranks_file", ""))
         self.pad_id = int(params.get("pad_id") or EOT)
+        self._defaults: dict[int, list] = {}  # batch size -> [(name, Tensor)], as ours keeps
 
     def execute(self, requests):
         responses: list = [None] * len(requests)
@@ -110,13 +134,21 @@ class TritonPythonModel:
                     error=pb_utils.TritonError(str(e), pb_utils.TritonError.INVALID_ARG)
                 )
         for i, (ids, lens) in zip(good, encode_requests(self.tok, rows, self.pad_id), strict=True):
+            names = requests[i].requested_output_names()
+            wanted = set(names) if names else None
+            tensors = [pb_utils.Tensor("INPUT_ID", ids), pb_utils.Tensor("REQUEST_INPUT_LEN", lens)]
             responses[i] = pb_utils.InferenceResponse(
-                output_tensors=[
-                    pb_utils.Tensor("INPUT_ID", ids),
-                    pb_utils.Tensor("REQUEST_INPUT_LEN", lens),
-                ]
+                output_tensors=tensors + self._default_tensors(ids.shape[0], wanted)
             )
         return responses
+
+    def _default_tensors(self, batch: int, wanted) -> list:
+        cached = self._defaults.get(batch)
+        if cached is None:
+            arrays = default_outputs(batch, EOT, self.pad_id)
+            cached = [(name, pb_utils.Tensor(name, a)) for name, a in arrays.items()]
+            self._defaults[batch] = cached
+        return [t for name, t in cached if wanted is None or name in wanted]
 
     def finalize(self):
         self.tok = None
