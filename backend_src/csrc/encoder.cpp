@@ -39,6 +39,11 @@ constexpr size_t kItemBytes = 32 * 1024;   // work per scheduling item
 // Split against one thread, one text (bench corpus, median of 7): 16-core H100 host
 // 2026-11-27, split/one 0.62-0.68x at 32 KB, 0.40-0.61x at 64 KB, 0.19-0.38x from 128 KB;
 // 2-core dev VM, 1.88-2.28x at 32-64 KB, 0.79-0.98x from 128 KB. 3-7 threads: interpolated.
+// Between kOneTextParallelBytes and that size a text is also split when the pool is awake
+// (Encoder::OneTextStream: its last job or the last such call ended within the spin window),
+// as in a stream of calls; alone it stays here. 2-core dev VM, 2026-11-27, wall time, calls
+// back to back: 32-96 KB took 0.43-0.78x the time of the calling thread alone; calls 3 ms
+// apart the same as before (waking the sleeping pool cost ~200 us there).
 constexpr size_t kOneTextParallelBytes = 32 * 1024;
 size_t one_text_parallel_bytes(size_t threads) {
   return kOneTextParallelBytes * std::max<size_t>(1, 8 / std::max<size_t>(1, threads));
@@ -240,7 +245,11 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
   const size_t threads = hardware_threads();
   const size_t size = text.bytes.size();
   Prepared p;
-  if (threads > 1 && size >= one_text_parallel_bytes(threads)) {
+  const bool mid = threads > 1 && size >= kOneTextParallelBytes;
+  // A mid-size text is split only when the pool's workers are likely awake: sporadic calls
+  // stay on this thread, calls in a stream split from the second on (OneTextStream).
+  const OneTextStream stream(mid && size < one_text_parallel_bytes(threads) ? this : nullptr);
+  if (mid && (size >= one_text_parallel_bytes(threads) || stream.warm)) {
     p.chunk_bytes = std::min(kChunkBytes, std::max(kMinChunkBytes, size / (2 * threads)));
     prepare({text}, policy, utf8, p);
     out = std::move(encode_units(p, 1, threads, p.chunk_bytes).ids);

@@ -3,6 +3,7 @@
 // GpuEncoder in one call and the specials are stitched back in here.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -124,6 +125,15 @@ class Encoder {
   EncodeResult encode_units_inline(const Prepared& p, size_t n_texts, PieceCache* cache) const;
   // fn(i) for i in [0, n) on the shared pool (one caller at a time), or inline.
   void run_parallel(size_t n, size_t threads, const std::function<void(size_t)>& fn) const;
+  // A mid-size one-text call's view of the pool (encoder_pool.cpp): `warm` when the pool's
+  // last job, or the last such call, ended within the spin window (its workers are awake,
+  // or the caller is in a stream of calls); its destructor stamps the call's end.
+  struct OneTextStream {
+    explicit OneTextStream(const Encoder* e);
+    ~OneTextStream();
+    const Encoder* enc;
+    bool warm = false;
+  };
   std::shared_ptr<PieceCache> cache() const;  // this call's snapshot (null: disabled)
   void encode_segment(PieceCache* cache, std::string_view text, IdVector& out) const;
 
@@ -131,7 +141,9 @@ class Encoder {
   std::shared_ptr<PieceCache> cache_;  // read and replaced with std::atomic_load/store
   mutable std::unique_ptr<ThreadPool> pool_;
   mutable std::mutex pool_mu_;
-  unsigned spin_us_ = kDefaultSpinUs;  // the pool's, guarded by pool_mu_
+  std::atomic<unsigned> spin_us_{kDefaultSpinUs};  // the pool's; written under pool_mu_
+  // steady-clock ns: the pool's last job's end, and the last mid-size one-text call's
+  mutable std::atomic<int64_t> pool_job_end_ns_{INT64_MIN / 2}, one_text_end_ns_{INT64_MIN / 2};
 };
 
 }  // namespace gputok

@@ -1,10 +1,20 @@
 // The encoder's CPU thread pool (encoder.h): one per Encoder, started on its first parallel
 // call, with the spin window of thread_pool.h.
+#include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "encoder.h"
 
 namespace gputok {
+
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
 
 void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(size_t)>& fn) const {
   if (threads <= 1 || n <= 1) {
@@ -20,8 +30,21 @@ void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(si
   }
   // Once, with every hardware thread (resolve_threads never asks for more); a pool the
   // system made smaller stays as it is rather than being rebuilt on every call.
-  if (!pool_) pool_ = std::make_unique<ThreadPool>(hardware_threads(), spin_us_);
+  if (!pool_) pool_ = std::make_unique<ThreadPool>(hardware_threads(), spin_us_.load());
   pool_->parallel_for(n, threads, fn);
+  pool_job_end_ns_.store(now_ns(), std::memory_order_relaxed);
+}
+
+Encoder::OneTextStream::OneTextStream(const Encoder* e) : enc(e) {
+  if (!e) return;
+  const int64_t spin_ns = int64_t(e->spin_us_.load(std::memory_order_relaxed)) * 1000;
+  const int64_t last = std::max(e->pool_job_end_ns_.load(std::memory_order_relaxed),
+                                e->one_text_end_ns_.load(std::memory_order_relaxed));
+  warm = spin_ns > 0 && now_ns() - last < spin_ns;
+}
+
+Encoder::OneTextStream::~OneTextStream() {
+  if (enc) enc->one_text_end_ns_.store(now_ns(), std::memory_order_relaxed);
 }
 
 void Encoder::set_cpu_spin_us(unsigned us) {
@@ -29,13 +52,10 @@ void Encoder::set_cpu_spin_us(unsigned us) {
     throw std::invalid_argument("cpu_spin_us must be <= " + std::to_string(kMaxSpinUs) + ", got " +
                                 std::to_string(us));
   std::lock_guard<std::mutex> lock(pool_mu_);
-  spin_us_ = us;
+  spin_us_.store(us);
   pool_.reset();  // the next parallel call starts one with the new setting
 }
 
-unsigned Encoder::cpu_spin_us() const {
-  std::lock_guard<std::mutex> lock(pool_mu_);
-  return spin_us_;
-}
+unsigned Encoder::cpu_spin_us() const { return spin_us_.load(); }
 
 }  // namespace gputok

@@ -3,6 +3,8 @@ hardware thread (8 KiB at least), the same ids as tiktoken."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -31,3 +33,36 @@ def test_long_text_with_specials_and_repairs(tok, ref, text):
     assert tok.encode(bad, allowed_special="all", errors="replace") == ref.encode(
         fixed, allowed_special="all"
     )
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(
+    not 2 <= (os.cpu_count() or 1) <= 4 or not os.path.isdir("/proc/self/task"),
+    reason="mid-size texts (32 KiB up to 128 KiB on 2 threads, 64 KiB on 3-4) exist there only",
+)
+def test_a_stream_of_mid_size_texts_splits_once_the_pool_is_awake(ref, text):
+    """A mid-size text runs on the calling thread when it comes alone (waking a sleeping pool
+    cost ~200 us on the 2-core VM), and is split across the cores from the second call of a
+    stream, whose workers are still spinning (0.4-0.7x the time there, 2026-11-27). The pool
+    starts at the first split, so its threads show whether one happened; every call is exact."""
+    gputok = pytest.importorskip("gputok")
+    t = text[:48_000]
+    want = ref.encode_ordinary(t)
+    assert len(want) > 5000
+    never = gputok.gpt2(device="cpu", cpu_spin_us=0)
+    before = _threads()
+    outs = [never.encode_ordinary(t) for _ in range(5)]
+    assert all(out == want for out in outs)
+    assert _threads() == before  # no window: never split, no pool
+    tok = gputok.gpt2(device="cpu")
+    assert tok.encode_ordinary(t) == want
+    assert _threads() == before  # alone: not split
+    for _ in range(20):  # back to back (a compare of the ids would take ~0.1 ms): a stream
+        outs = [tok.encode_ordinary(t) for _ in range(5)]
+        assert all(out == want for out in outs)
+        if _threads() > before:  # (a loaded machine may stretch a gap past 50 us: retry)
+            break
+    assert _threads() == before + (os.cpu_count() or 1) - 1  # split
