@@ -48,7 +48,12 @@ constexpr size_t kOneTextParallelBytes = 32 * 1024;
 size_t one_text_parallel_bytes(size_t threads) {
   return kOneTextParallelBytes * std::max<size_t>(1, 8 / std::max<size_t>(1, threads));
 }
-constexpr size_t kMinChunkBytes = 8 * 1024;
+// Parts of a split text: about two per hardware thread, none under kMinChunkBytes. H100 host
+// (16 threads), 2026-11-27, encode_one back to back (`2026-11-27-eve-h100.md` §7): 4 KiB
+// against 8 KiB took 0.76x the time at 32 KB, 0.87-0.90x at 48-64 KB, the same from 256 KB;
+// 2 KiB measured like 4, 16 and 24 KiB 1.2-2.0x slower. On 2 threads nothing changes (the
+// parts are a quarter of the text, 8 KiB and up).
+constexpr size_t kMinChunkBytes = 4 * 1024;
 // Output id buffers from this size on are advised onto transparent huge pages before their
 // first write (huge_pages.h): measured below in the performance note of encode_units_inline.
 constexpr size_t kOutputHugeBytes = size_t(8) << 20;

@@ -22,6 +22,21 @@ def test_long_text_matches_tiktoken(tok, ref, text, size):
     assert tok.encode_ordinary(t.encode()) == want
 
 
+def test_split_texts_at_many_sizes_and_offsets_match_tiktoken(tok, ref, text):
+    """Texts of 32-140 KB from several offsets (cut into parts of 4 KiB and up on 16 threads,
+    so part boundaries land at many places): every one gives tiktoken's ids."""
+    checked = 0
+    for start in (0, 1_111, 47_000, 123_457):
+        for size in range(32_768, 140_000, 9_001):
+            t = text[start : start + size]
+            want = ref.encode_ordinary(t)
+            assert len(want) > 1000
+            outs = [tok.encode_ordinary(t) for _ in range(2)]  # alone, then in a stream
+            assert outs[0] == want and outs[1] == want, (start, size)
+            checked += 1
+    assert checked == 48
+
+
 def test_long_text_with_specials_and_repairs(tok, ref, text):
     # 300 KB: long enough to be split on every machine (128 KiB on 2 threads)
     t = text[:150_000] + "<|endoftext|>" + text[150_000:300_000]
