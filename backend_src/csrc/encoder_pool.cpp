@@ -1,5 +1,7 @@
 // The encoder's CPU thread pool (encoder.h): one per Encoder, started on its first parallel
 // call, with the spin window of thread_pool.h.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -28,9 +30,18 @@ void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(si
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
   }
+  // After fork() a child holds this Encoder but none of the pool's threads, and waiting for
+  // them hung its first parallel call (a DataLoader worker, a multiprocessing "fork" pool).
+  // Their pool is abandoned, not destroyed (it would join threads this process does not
+  // have: a small leak per fork), and the child starts its own.
+  const int64_t pid = int64_t(getpid());
+  if (pool_ && pool_pid_ != pid) (void)pool_.release();
   // Once, with every hardware thread (resolve_threads never asks for more); a pool the
   // system made smaller stays as it is rather than being rebuilt on every call.
-  if (!pool_) pool_ = std::make_unique<ThreadPool>(hardware_threads(), spin_us_.load());
+  if (!pool_) {
+    pool_ = std::make_unique<ThreadPool>(hardware_threads(), spin_us_.load());
+    pool_pid_ = pid;
+  }
   pool_->parallel_for(n, threads, fn);
   pool_job_end_ns_.store(now_ns(), std::memory_order_relaxed);
 }

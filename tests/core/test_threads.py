@@ -138,3 +138,34 @@ def test_idle_workers_spin_for_the_window_then_sleep():
     tok.set_cpu_spin_us(0)
     assert tok.cpu_spin_us == 0
     assert min(_idle_cpu_seconds(tok, 0.4) for _ in range(3)) < 0.004
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="needs fork and a thread pool"
+)
+def test_regression_a_forked_child_encodes_with_a_pool_of_its_own():
+    """After fork() the child held the parent's pool but none of its threads, and its first
+    parallel call waited for them forever (found 2026-11-27; a PyTorch DataLoader worker or a
+    multiprocessing "fork" pool does exactly this). The child now starts its own pool."""
+    import signal
+
+    tok = gputok.gpt2(device="cpu")
+    want = tok.encode_batch_flat(DOCS, num_threads=0)  # the parent's pool is started
+    big = DOCS[0] * 100  # 230 KB: split across the cores on every machine
+    one_want = tok.encode_ordinary(big)
+    assert len(want[0]) > 0 and len(one_want) > 40_000
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 4
+        try:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # not a plugin's Python handler,
+            signal.alarm(20)  # which a thread blocked in native code never runs: a hang kills
+            got = tok.encode_batch_flat(DOCS, num_threads=0)
+            ok = np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+            code = 0 if ok and tok.encode_ordinary(big) == one_want else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status), f"the child was killed by signal {os.WTERMSIG(status)}"
+    assert os.WEXITSTATUS(status) == 0
+    assert np.array_equal(tok.encode_batch_flat(DOCS, num_threads=0)[0], want[0])  # parent too
