@@ -250,11 +250,12 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
   const size_t threads = hardware_threads();
   const size_t size = text.bytes.size();
   Prepared p;
-  const bool mid = threads > 1 && size >= kOneTextParallelBytes;
+  const size_t split_at = one_text_parallel_bytes(threads);
   // A mid-size text is split only when the pool's workers are likely awake: sporadic calls
   // stay on this thread, calls in a stream split from the second on (OneTextStream).
-  const OneTextStream stream(mid && size < one_text_parallel_bytes(threads) ? this : nullptr);
-  if (mid && (size >= one_text_parallel_bytes(threads) || stream.warm)) {
+  const bool mid = threads > 1 && size >= kOneTextParallelBytes && size < split_at;
+  const OneTextStream stream(mid ? this : nullptr);
+  if (threads > 1 && (size >= split_at || stream.warm)) {
     p.chunk_bytes = std::min(kChunkBytes, std::max(kMinChunkBytes, size / (2 * threads)));
     prepare({text}, policy, utf8, p);
     out = std::move(encode_units(p, 1, threads, p.chunk_bytes).ids);

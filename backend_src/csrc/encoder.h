@@ -139,8 +139,7 @@ class Encoder {
 
   std::shared_ptr<const Vocab> vocab_;
   std::shared_ptr<PieceCache> cache_;  // read and replaced with std::atomic_load/store
-  mutable std::unique_ptr<ThreadPool> pool_;
-  mutable int64_t pool_pid_ = 0;  // the process whose threads pool_ has (guarded by pool_mu_)
+  mutable PoolPtr pool_;
   mutable std::mutex pool_mu_;
   std::atomic<unsigned> spin_us_{kDefaultSpinUs};  // the pool's; written under pool_mu_
   // steady-clock ns: the pool's last job's end, and the last mid-size one-text call's

@@ -1,7 +1,5 @@
 // The encoder's CPU thread pool (encoder.h): one per Encoder, started on its first parallel
 // call, with the spin window of thread_pool.h.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -31,17 +29,12 @@ void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(si
     return;
   }
   // After fork() a child holds this Encoder but none of the pool's threads, and waiting for
-  // them hung its first parallel call (a DataLoader worker, a multiprocessing "fork" pool).
-  // Their pool is abandoned, not destroyed (it would join threads this process does not
-  // have: a small leak per fork), and the child starts its own.
-  const int64_t pid = int64_t(getpid());
-  if (pool_ && pool_pid_ != pid) (void)pool_.release();
+  // them hung its first parallel call (a DataLoader worker, a multiprocessing "fork" pool):
+  // the child starts its own (PoolPtr leaks the parent's, a small leak per fork).
+  if (pool_ && !pool_->in_this_process()) pool_.reset();
   // Once, with every hardware thread (resolve_threads never asks for more); a pool the
   // system made smaller stays as it is rather than being rebuilt on every call.
-  if (!pool_) {
-    pool_ = std::make_unique<ThreadPool>(hardware_threads(), spin_us_.load());
-    pool_pid_ = pid;
-  }
+  if (!pool_) pool_.reset(new ThreadPool(hardware_threads(), spin_us_.load()));
   pool_->parallel_for(n, threads, fn);
   pool_job_end_ns_.store(now_ns(), std::memory_order_relaxed);
 }

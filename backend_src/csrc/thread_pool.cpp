@@ -1,6 +1,8 @@
 // The thread pool (thread_pool.h).
 #include "thread_pool.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -35,7 +37,8 @@ size_t resolve_threads(int num_threads) {
   return std::min(size_t(num_threads), hardware_threads());
 }
 
-ThreadPool::ThreadPool(size_t threads, unsigned spin_us) : spin_us_(std::min(spin_us, kMaxSpinUs)) {
+ThreadPool::ThreadPool(size_t threads, unsigned spin_us)
+    : spin_us_(std::min(spin_us, kMaxSpinUs)), pid_(long(getpid())) {
   threads = std::min(threads, size_t(kMaxThreads));
   workers_.reserve(threads > 0 ? threads - 1 : 0);
   for (size_t i = 1; i < threads; ++i) {
@@ -48,6 +51,12 @@ ThreadPool::ThreadPool(size_t threads, unsigned spin_us) : spin_us_(std::min(spi
 }
 
 ThreadPool::~ThreadPool() { stop_workers(); }
+
+bool ThreadPool::in_this_process() const { return long(getpid()) == pid_; }
+
+void ThreadPoolDeleter::operator()(ThreadPool* p) const noexcept {
+  if (p && p->in_this_process()) delete p;
+}
 
 void ThreadPool::stop_workers() {
   {

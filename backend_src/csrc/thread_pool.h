@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -49,6 +50,8 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
   size_t size() const { return workers_.size() + 1; }
+  // False in a fork()ed child: it has this object but none of the workers' threads.
+  bool in_this_process() const;
   // Runs fn(i) for i in [0, n) on up to `threads` threads (the caller is one of them).
   // One job at a time: callers serialize (Encoder holds a mutex around it).
   void parallel_for(size_t n, size_t threads, const std::function<void(size_t)>& fn);
@@ -59,6 +62,7 @@ class ThreadPool {
   void spin_while_unfinished() const;
   void stop_workers();
   const unsigned spin_us_;
+  const long pid_;  // the process that started the workers
   // generation_ and stop_, published for the spinning workers (written under mu_).
   std::atomic<size_t> published_{0};
   std::atomic<bool> stopping_{false};
@@ -73,5 +77,14 @@ class ThreadPool {
   // condition variables above go (destroying one a thread still waits on hangs in glibc).
   std::vector<std::thread> workers_;
 };
+
+// Owns a pool: deletes it in the process that started it. In a fork()ed child, which has the
+// object but not its threads, it leaks it instead: joining those threads, or destroying the
+// condition variables they waited on, hung the child (a tokenizer dropped or replaced in a
+// DataLoader worker, 2026-11-27).
+struct ThreadPoolDeleter {
+  void operator()(ThreadPool* p) const noexcept;
+};
+using PoolPtr = std::unique_ptr<ThreadPool, ThreadPoolDeleter>;
 
 }  // namespace gputok

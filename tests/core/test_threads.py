@@ -146,7 +146,9 @@ def test_idle_workers_spin_for_the_window_then_sleep():
 def test_regression_a_forked_child_encodes_with_a_pool_of_its_own():
     """After fork() the child held the parent's pool but none of its threads, and its first
     parallel call waited for them forever (found 2026-11-27; a PyTorch DataLoader worker or a
-    multiprocessing "fork" pool does exactly this). The child now starts its own pool."""
+    multiprocessing "fork" pool does exactly this). The child now starts its own pool, and
+    drops or re-configures a tokenizer with the parent's pool without waiting for it."""
+    import gc
     import signal
 
     tok = gputok.gpt2(device="cpu")
@@ -154,6 +156,8 @@ def test_regression_a_forked_child_encodes_with_a_pool_of_its_own():
     big = DOCS[0] * 100  # 230 KB: split across the cores on every machine
     one_want = tok.encode_ordinary(big)
     assert len(want[0]) > 0 and len(one_want) > 40_000
+    other = gputok.gpt2(device="cpu")
+    other.encode_batch_flat(DOCS, num_threads=0)  # its pool started in the parent too
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
         code = 4
@@ -163,6 +167,11 @@ def test_regression_a_forked_child_encodes_with_a_pool_of_its_own():
             got = tok.encode_batch_flat(DOCS, num_threads=0)
             ok = np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
             code = 0 if ok and tok.encode_ordinary(big) == one_want else 3
+            # dropping a tokenizer whose pool the parent started (never used here) joined
+            # threads the child does not have, and hung too
+            other.set_cpu_spin_us(0)
+            del other
+            gc.collect()
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)

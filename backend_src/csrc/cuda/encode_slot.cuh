@@ -28,13 +28,12 @@ using cuda_detail::PinnedBuffer;
 
 // The pool for a host copy of `bytes` (made on first need), or null where one thread does:
 // under 1 MB, or with copy_threads 1.
-inline ThreadPool* copy_pool_for(std::unique_ptr<ThreadPool>& pool, int copy_threads,
-                                 size_t bytes) {
+inline ThreadPool* copy_pool_for(PoolPtr& pool, int copy_threads, size_t bytes) {
   if (bytes < (size_t(1) << 20) || copy_threads == 1) return nullptr;
   if (!pool) {
     const unsigned hw = std::thread::hardware_concurrency();
     const unsigned want = copy_threads > 0 ? unsigned(copy_threads) : 16u;
-    pool = std::make_unique<ThreadPool>(std::min<unsigned>(hw ? hw : 1, want));
+    pool.reset(new ThreadPool(std::min<unsigned>(hw ? hw : 1, want)));
   }
   return pool.get();
 }
@@ -61,7 +60,7 @@ struct StreamSlot {
   DeviceArena arena;
   PinnedBuffer pin_in, pin_out;
   GpuCounters counters;
-  std::unique_ptr<ThreadPool> pool;  // host copies; a ThreadPool runs one job at a time
+  PoolPtr pool;  // host copies; a ThreadPool runs one job at a time
 
   // Makes the stream (and the blocking-sync event) on first use; the caller holds mu and has
   // set the device. Without the event, wait() spins on the stream instead.

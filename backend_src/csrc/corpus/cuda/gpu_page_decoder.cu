@@ -85,7 +85,7 @@ struct DecodeSlot {
   DeviceArena arena;
   PinnedBuffer pin_in, pin_out;
   PageDecoderCounters counters;
-  std::unique_ptr<ThreadPool> pool;  // host copies, made on the first copy of 1 MB or more
+  PoolPtr pool;  // host copies, made on the first copy of 1 MB or more
 
   void open(bool blocking_sync) {
     if (!stream) GPUTOK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -108,7 +108,7 @@ struct DecodeSlot {
     if (bytes < (size_t(1) << 20) || setting == 1) return 1;
     if (!pool) {
       const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-      pool = std::make_unique<ThreadPool>(std::min(hw, setting > 0 ? unsigned(setting) : 16u));
+      pool.reset(new ThreadPool(std::min(hw, setting > 0 ? unsigned(setting) : 16u)));
     }
     const size_t cap =
         bytes >= (size_t(16) << 20) ? pool->size() : std::min<size_t>(pool->size(), 8);
