@@ -4,16 +4,17 @@
 // them and derives each text's offsets, so the result never depends on the thread count.
 // On one thread the units write the result directly.
 //
-// Performance notes. On the bench corpus 30% of pieces are one byte (a table read), 43% whole
-// tokens, the rest pieces that merge_piece splits; every piece of 2..128 bytes is looked up in
-// the shared pretoken cache first, whose slots hold whole tokens too. Callgrind (2-core dev
-// machine, bench/results/2026-11-25-cpu-path-2.md): ~151 instructions a warm piece (scanning
-// 46). A warm batch pass waits on memory more than it executes: one random cache line a
-// piece. What moved it (2-core dev VM, 2026-11-27, one thread, CPU time, best of 4-6
+// Performance notes. On the bench corpus 30% of pieces are one byte, 43% whole tokens, the
+// rest pieces that merge_piece splits; every piece of up to 128 bytes is looked up in the
+// shared pretoken cache first, whose slots hold bytes and whole tokens too. Callgrind (2-core
+// dev machine, bench/results/2026-11-25-cpu-path-2.md): ~151 instructions a warm piece
+// (scanning 46). A warm batch pass waits on memory more than it executes: one random cache
+// line a piece. What moved it (2-core dev VM, 2026-11-27, one thread, CPU time, best of 4-6
 // alternated runs; bench/results/2026-11-27-cpu-path-3.md): huge pages for the tables and
 // no store-forwarding stall on the key, then one probe a piece (tokens in the cache) and
 // 32-byte slots at 70% load (734K entries in 64 MiB, was 256K): warm 10 MB of the bench
-// corpus 118 -> 177 MB/s, the whole 85 MB 60 -> 159, 10 MB of stdlib code 149 -> 215.
+// corpus 118 -> 177 MB/s, the whole 85 MB 60 -> 159, 10 MB of stdlib code 149 -> 215. Then
+// one-byte pieces in the cache and a pipelined block loop: encoder_segment.cpp.
 #include "encoder.h"
 
 #include <algorithm>
@@ -21,7 +22,6 @@
 #include <exception>
 
 #include "huge_pages.h"
-#include "merge.h"
 #include "narrow.h"
 #include "piece_cache.h"
 #include "pretokenize.h"
@@ -59,12 +59,6 @@ constexpr size_t kMinChunkBytes = 4 * 1024;
 constexpr size_t kOutputHugeBytes = size_t(8) << 20;
 
 }  // namespace
-
-// Per-thread merge scratch: thread_local, so no call takes a lock to get one.
-MergeScratch& thread_scratch() {
-  static thread_local MergeScratch scratch;
-  return scratch;
-}
 
 // ---------------------------------------------------------------------------
 struct Encoder::Unit {
@@ -160,89 +154,6 @@ void Encoder::prepare(const std::vector<TextInput>& texts, const SpecialPolicy& 
     }
     if (start < text.size()) emit_ordinary(text.substr(start));
   }
-}
-
-// Pieces go through in blocks of up to kBlock, in two passes: cut them (next_many reads a
-// 64-byte window's boundaries at once) and prefetch the pretoken cache's slot of those over
-// one byte, then look them up in order. The cache answers every piece it has seen, whole
-// tokens included; a miss asks the token index, then merges, and inserts the answer. Each
-// lookup is a likely cache miss (the cache is 32 MiB of slots); the prefetches let the memory
-// system serve a block's misses together instead of one by one. A segment's ids are at most
-// its bytes, so `out` grows once per segment and the ids are stored through a pointer (no
-// capacity check per piece). The key's words are stored one by one: a 16-byte copy of a key
-// just built in two 8-byte registers stalled on store forwarding, once a piece.
-void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector& out) const {
-  constexpr size_t kBlock = 32;
-  struct Pending {
-    PieceKey key;
-    uint64_t h;
-  };
-  const UnicodeTableView uni = unicode_table();
-  const Vocab& voc = *vocab_;
-  const VocabView v = voc.view();
-  const bool whole = voc.whole_piece_lookup();
-  MergeScratch& scratch = thread_scratch();
-  const auto* data = reinterpret_cast<const uint8_t*>(text.data());
-  const size_t n = text.size();
-  uint32_t lens[kBlock];
-  Pending block[kBlock];
-  PieceScanner scanner(uni, data, n);
-  const size_t at = out.size();
-  // ids <= bytes, plus the cache's slack; IdVector leaves the new ids uninitialized
-  out.resize(at + n + PieceCache::kSlackIds);
-  int32_t* w = out.data() + at;
-  size_t pos = 0;
-  while (pos < n) {
-    const uint8_t* piece = data + pos;
-    size_t m = 0;
-    while (m < kBlock / 2 && pos < n) {
-      const size_t k = scanner.next_many(pos, lens + m, kBlock - m);
-      for (const size_t end = m + k; m < end; ++m) {
-        const size_t len = lens[m];
-        if (len > 1) {
-          Pending& q = block[m];
-          const PieceKey key = make_key(data + pos, len, n - pos);
-          q.key.w0 = key.w0;
-          q.key.w1 = key.w1;
-          q.key.len = key.len;
-          q.h = key_hash(key);
-          if (cache && len <= PieceCache::kMaxPiece)
-            cache->prefetch(q.h);
-          else if (whole)
-            voc.prefetch_token(q.h, len);
-        }
-        pos += len;
-      }
-    }
-    for (size_t k = 0; k < m; piece += lens[k], ++k) {
-      const size_t len = lens[k];
-      if (len == 1) {
-        *w++ = v.byte_token[piece[0]];
-        continue;
-      }
-      const Pending& q = block[k];
-      const bool cacheable = cache && len <= PieceCache::kMaxPiece;
-      if (cacheable) {
-        if (const size_t got = cache->find(q.key, piece, q.h, w)) {
-          w += got;
-          continue;
-        }
-      }
-      if (whole) {
-        const int32_t id = voc.find_token(q.key, piece, q.h);
-        if (id >= 0) {
-          *w++ = id;
-          if (cacheable) cache->insert(q.key, piece, q.h, &id, 1);
-          continue;
-        }
-      }
-      scratch.out.clear();
-      merge_piece(v, piece, len, scratch.out, scratch);
-      if (cacheable) cache->insert(q.key, piece, q.h, scratch.out.data(), scratch.out.size());
-      for (const int32_t id : scratch.out) *w++ = id;
-    }
-  }
-  out.resize(size_t(w - out.data()));
 }
 
 void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,

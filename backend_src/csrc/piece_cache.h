@@ -1,7 +1,8 @@
 // The pretoken cache: a piece's bytes -> its ids, shared by every thread and every call of
 // one Encoder, so a serving process stays warm. The encoder asks it first for every piece of
-// 2..kMaxPiece bytes; on a miss it asks the vocabulary's token index, then merges, and puts
-// the answer here (whole tokens too, as one id), so a warm piece costs one probe.
+// 1..kMaxPiece bytes; on a miss it takes a byte's token or asks the vocabulary's token index,
+// then merges, and puts the answer here (bytes and whole tokens too, as one id), so a warm
+// piece costs one probe.
 //
 // Concurrency: lock-free. Readers take no lock and write nothing. A writer claims an empty
 // slot with one compare-and-swap, fills it, then publishes it with a release store of its
@@ -103,7 +104,7 @@ class PieceCache {
   std::atomic<bool> frozen_{false};
 };
 
-// Inline: it runs for every piece of more than one byte.
+// Inline: it runs for every piece.
 inline size_t PieceCache::read_ids(const Slot& s, int32_t* out) const {
   const size_t n = s.n_ids;
   if (spills(s.len, n)) {

@@ -130,6 +130,19 @@ def test_whole_tokens_are_cached_so_a_warm_piece_is_one_probe():
     assert tok.piece_cache_stats()["entries"] == 7
 
 
+def test_one_byte_pieces_are_cached_so_no_piece_branches_on_its_length():
+    """One-byte pieces go into the cache too (their byte's token): the encoder looks every
+    piece up the same way, with no branch on its length, which mispredicted on the 30% of
+    pieces that are one byte (encoder_segment.cpp). Five distinct one-byte pieces give five
+    entries, cold and warm, with tiktoken's ids."""
+    tok = gputok.gpt2(device="cpu")
+    for _ in range(2):
+        assert tok.encode_ordinary("a,b;c") == [64, 11, 65, 26, 66]
+        assert tok.piece_cache_stats()["entries"] == 5
+    off = gputok.gpt2(device="cpu", piece_cache_bytes=0)
+    assert off.encode_ordinary("a,b;c") == [64, 11, 65, 26, 66]
+
+
 def test_ids_past_16_bits_are_cached_whole(tmp_path, corpus, ref):
     """A vocabulary whose ids do not fit 16 bits keeps its cached ids in the wide form: r50k's
     ranks moved up by 100,000 give tiktoken's ids plus 100,000, cold and warm."""
