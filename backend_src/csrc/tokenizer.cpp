@@ -1,5 +1,7 @@
 #include "tokenizer.h"
 
+#include <unistd.h>
+
 #include "decode.h"
 
 namespace gputok {
@@ -105,12 +107,31 @@ Tokenizer::Tokenizer(std::shared_ptr<const Vocab> vocab, const TokenizerOptions&
   store(options.crossover_given ? options.crossover
         : automatic             ? default_crossover()
                                 : Crossover{});
-  if (resolve_device(options.device) == Device::kCuda)
+  automatic_ = automatic;
+  if (resolve_device(options.device) == Device::kCuda) {
     gpu_ = std::make_unique<GpuEncoder>(vocab, options.gpu, options.gpu_tuning);
+    gpu_pid_ = long(getpid());
+  }
 }
 
+// getpid() is a system call (glibc caches no pid): it is asked only of calls bound for the GPU,
+// whose fixed cost is ~50 us, never of the CPU path's microsecond calls.
+bool Tokenizer::in_gpu_process() const { return long(getpid()) == gpu_pid_; }
+
 bool Tokenizer::routes_to_gpu(size_t bytes, size_t rows) const {
-  return gpu_ && !crossover().use_cpu(bytes, rows);
+  if (!gpu_ || crossover().use_cpu(bytes, rows)) return false;
+  return !automatic_ || in_gpu_process();
+}
+
+GpuEncoder* Tokenizer::gpu_for(size_t bytes, size_t rows) const {
+  if (!routes_to_gpu(bytes, rows)) return nullptr;
+  if (!in_gpu_process())
+    throw CudaUnavailable(
+        "device='cuda': this process was forked from the one that built the tokenizer, and "
+        "CUDA does not survive fork(); build the tokenizer in this process, start workers with "
+        "the 'spawn' method, or use device='auto' (which runs a forked child's calls on the "
+        "CPU path) or device='cpu'");
+  return gpu_.get();
 }
 
 Crossover Tokenizer::crossover() const {
@@ -129,8 +150,8 @@ void Tokenizer::store(Crossover c) {
 }
 
 EncodeResult Tokenizer::encode(const std::vector<TextInput>& texts, const EncodeArgs& args) const {
-  if (routes_to_gpu(total_bytes(texts), texts.size()))
-    return encoder_.encode_batch_gpu(*gpu_, algorithm_, texts, args.policy, args.utf8);
+  if (GpuEncoder* gpu = gpu_for(total_bytes(texts), texts.size()))
+    return encoder_.encode_batch_gpu(*gpu, algorithm_, texts, args.policy, args.utf8);
   return encoder_.encode_batch(texts, args.policy, args.utf8, args.num_threads);
 }
 
@@ -139,15 +160,15 @@ PackedResult Tokenizer::encode_packed(const std::vector<TextInput>& texts, const
   if (separator && (*separator < 0 || *separator > 0xFFFF))
     throw ArgumentError("separator must be in 0..65535 (a uint16 id), got " +
                         std::to_string(*separator));
-  GpuEncoder* gpu = routes_to_gpu(total_bytes(texts), texts.size()) ? gpu_.get() : nullptr;
+  GpuEncoder* gpu = gpu_for(total_bytes(texts), texts.size());
   return encoder_.encode_batch_packed(gpu, algorithm_, texts, args.policy, args.utf8,
                                       separator ? int32_t(*separator) : -1, args.num_threads);
 }
 
 void Tokenizer::encode_one(const TextInput& text, const EncodeArgs& args, IdVector& out) const {
   out.clear();
-  if (routes_to_gpu(text.bytes.size(), 1))
-    out = encoder_.encode_batch_gpu(*gpu_, algorithm_, {text}, args.policy, args.utf8).ids;
+  if (GpuEncoder* gpu = gpu_for(text.bytes.size(), 1))
+    out = encoder_.encode_batch_gpu(*gpu, algorithm_, {text}, args.policy, args.utf8).ids;
   else
     encoder_.encode_one(text, args.policy, args.utf8, out);
 }

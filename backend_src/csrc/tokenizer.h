@@ -106,7 +106,10 @@ class Tokenizer {
   void encode_one(const TextInput& text, const EncodeArgs& args, IdVector& out) const;
   std::string decode_bytes(const int64_t* ids, size_t n) const;
 
-  // True when a call of `bytes` over `rows` texts would run on the GPU.
+  // True when a call of `bytes` over `rows` texts would run on the GPU. CUDA does not survive
+  // fork(): in a process forked from the one that built the GPU encoder (a PyTorch DataLoader
+  // worker, a multiprocessing "fork" pool), a device "auto" tokenizer runs every call on the
+  // CPU path (false here), and a device "cuda" one refuses each GPU call (CudaUnavailable).
   bool routes_to_gpu(size_t bytes, size_t rows) const;
   Crossover crossover() const;
   void set_crossover(Crossover c);    // GPU tokenizers only
@@ -122,11 +125,17 @@ class Tokenizer {
 
  private:
   GpuEncoder& need_gpu(const char* what) const;
+  // The GPU encoder for a call routes_to_gpu sends there, or null for the CPU path; throws
+  // CudaUnavailable in a forked child of a device "cuda" tokenizer.
+  GpuEncoder* gpu_for(size_t bytes, size_t rows) const;
+  bool in_gpu_process() const;
   void store(Crossover c);
   std::shared_ptr<const Vocab> vocab_;
   Encoder encoder_;
   std::unique_ptr<GpuEncoder> gpu_;  // thread-safe: concurrent calls run on slots of their own
   Algorithm algorithm_;
+  bool automatic_ = false;  // device "auto"
+  long gpu_pid_ = 0;        // the process that built gpu_ (getpid(); asked on GPU calls only)
   // Read on every call, written by set_crossover from any thread: two relaxed atomics (a call
   // racing a setter sees the old rule or the new one, either of which gives the same ids).
   std::atomic<size_t> cpu_below_bytes_{0}, bytes_per_row_{0};

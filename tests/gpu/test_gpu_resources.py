@@ -1,9 +1,12 @@
 """GPU path: one tokenizer shared by threads (its encode slots), device memory (no allocation in
-steady state, a clear and recoverable out-of-memory error) and the largest calls (slow: over
-100 MB in one string, over 1 GB in one batch), each equal to tiktoken's or the CPU path's ids.
+steady state, a clear and recoverable out-of-memory error), a process forked from the one that
+built it, and the largest calls (slow: over 100 MB in one string, over 1 GB in one batch), each
+equal to tiktoken's or the CPU path's ids.
 Skipped where no CUDA device is usable; scripts/gpu_check.sh runs this file."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 from gpu_compare import assert_same, gpu_with
@@ -11,6 +14,53 @@ from gpu_compare import assert_same, gpu_with
 gputok = pytest.importorskip("gputok")
 _ok, _why = gputok.cuda_available()
 pytestmark = pytest.mark.skipif(not _ok, reason=f"no usable GPU: {_why}")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_regression_a_forked_child_runs_auto_on_the_cpu_and_cuda_refuses(corpus, tt):
+    """CUDA does not survive fork(): a PyTorch DataLoader worker or a multiprocessing "fork"
+    pool whose parent had built a GPU tokenizer got a CUDA initialization error from its first
+    GPU-bound call (found 2026-11-27). In such a child a device="auto" tokenizer now runs every
+    call on the CPU path, with the same ids, and a device="cuda" one raises
+    CudaUnavailableError naming fork; dropping both there ends cleanly, and the parent's GPU
+    path goes on."""
+    import gc
+    import signal
+
+    auto = gputok.gpt2()
+    cuda = gputok.gpt2(device="cuda")
+    texts = ["".join(corpus[:200]), *corpus[:50]]  # far above the crossover: the GPU's
+    want = tt.encode_ordinary_batch(texts, num_threads=8)
+    assert all(want) and auto.path_for(len(texts[0].encode())) == "cuda"
+    assert auto.encode_ordinary_batch(texts) == want  # the parent's CUDA context is in use
+    assert cuda.encode_ordinary(texts[0]) == want[0]
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 4
+        try:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # a hang kills the child
+            signal.alarm(60)
+            code = 3
+            if (
+                auto.path_for(len(texts[0].encode())) == "cpu"
+                and auto.encode_ordinary_batch(texts) == want
+                and auto.encode_ordinary(texts[0]) == want[0]
+            ):
+                code = 5
+                try:
+                    cuda.encode_ordinary(texts[0])
+                except gputok.CudaUnavailableError as e:
+                    code = 0 if "fork" in str(e) else 6
+            del auto, cuda
+            gc.collect()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status), f"the child was killed by signal {os.WTERMSIG(status)}"
+    why = {3: "auto did not give the CPU path's ids", 5: "cuda did not refuse", 6: "no 'fork'"}
+    assert os.WEXITSTATUS(status) == 0, why.get(os.WEXITSTATUS(status), os.WEXITSTATUS(status))
+    assert auto.encode_ordinary_batch(texts) == want
 
 
 @pytest.mark.parametrize("blocking_sync", [False, True], ids=["spin", "blocking-sync"])
