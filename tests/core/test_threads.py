@@ -133,8 +133,12 @@ def test_idle_workers_spin_for_the_window_then_sleep():
     got = tok.encode_batch_flat(DOCS, num_threads=0)
     assert len(want[0]) > 0
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-    spun = max(_idle_cpu_seconds(tok, 0.4) for _ in range(3))
-    assert 0.0015 < spun < 0.2 * workers, (spun, workers)
+    # On a loaded machine a worker may not run at all inside a 10 ms window (this failed once
+    # with a build and the CI suite sharing the 2-core VM): up to 10 tries to see it spin.
+    spins: list[float] = []
+    while len(spins) < 10 and (not spins or spins[-1] <= 0.0015):
+        spins.append(_idle_cpu_seconds(tok, 0.4))
+    assert 0.0015 < max(spins) < 0.2 * workers, (spins, workers)
     tok.set_cpu_spin_us(0)
     assert tok.cpu_spin_us == 0
     assert min(_idle_cpu_seconds(tok, 0.4) for _ in range(3)) < 0.004
