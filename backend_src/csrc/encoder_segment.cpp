@@ -67,7 +67,7 @@ void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector&
         b.keys[m].w1 = key.w1;
         b.keys[m].len = key.len;
         b.h[m] = key_hash(key);
-        if (cache && len <= PieceCache::kMaxPiece)
+        if (cache)
           cache->prefetch(b.h[m]);
         else if (whole)
           voc.prefetch_token(b.h[m], len);
@@ -80,7 +80,8 @@ void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector&
     const uint8_t* piece = b.start;
     for (size_t k = 0; k < b.m; piece += b.lens[k], ++k) {
       const size_t len = b.lens[k];
-      const bool cacheable = cache && len <= PieceCache::kMaxPiece;
+      // A piece over kMaxPiece misses (find) and is not stored (insert): no length test here.
+      const bool cacheable = cache != nullptr;
       if (cacheable) {
         if (const size_t got = cache->find(b.keys[k], piece, b.h[k], w)) {
           w += got;
