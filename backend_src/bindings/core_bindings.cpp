@@ -93,14 +93,14 @@ class Core {
     return packed(views(buf, bounds), a, to_separator(separator));
   }
 
-  // One text's ids as a list (encode) or an int32 array (encode_to_numpy).
+  // One text's ids as a list (encode) or a uint32 array (encode_to_numpy).
   py::list encode_list(const py::handle& text, std::vector<int32_t> allowed,
                        std::vector<int32_t> disallowed, const std::string& errors) {
     return list_of(text, to_args(std::move(allowed), std::move(disallowed), errors, 0));
   }
 
-  py::array_t<int32_t> encode_numpy(const py::handle& text, std::vector<int32_t> allowed,
-                                    std::vector<int32_t> disallowed, const std::string& errors) {
+  py::array_t<uint32_t> encode_numpy(const py::handle& text, std::vector<int32_t> allowed,
+                                     std::vector<int32_t> disallowed, const std::string& errors) {
     return numpy_of(text, to_args(std::move(allowed), std::move(disallowed), errors, 0));
   }
 
@@ -213,10 +213,8 @@ class Core {
     return bind::one_text_list(*tok_, ints_, text, a);
   }
 
-  py::array_t<int32_t> numpy_of(const py::handle& text, const EncodeArgs& a) const {
-    IdVector ids;
-    bind::encode_one_text(*tok_, text, a, ids);
-    return to_numpy(std::move(ids));
+  py::array_t<uint32_t> numpy_of(const py::handle& text, const EncodeArgs& a) const {
+    return bind::one_text_array(*tok_, text, a);
   }
 
   const bind::IdList& ints_;

@@ -30,7 +30,7 @@ MergeScratch& thread_scratch() {
 // Measured (bench/bench_encoder_ab.py, one thread, 10 MB, CPU time, 5 alternated rounds,
 // warm median, 2026-11-27), against one-byte pieces outside the cache and blocks of 16-32
 // looked up right after their prefetch: 2-core dev VM (EPYC) code 280 -> 307 MB/s, bench
-// corpus 223 -> 256; H100 host (Xeon) bench 161 -> 182, code best 195 -> 223. Blocks of 64
+// corpus 223 -> 256; H100 host (Xeon) bench 161 -> 182, code 183 -> 205 (8 rounds). Blocks of 64
 // against 32: +2-3% (dev VM); prefetching into L2, or one prefetch per looked-up piece
 // instead of the block's burst: slower.
 void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector& out) const {

@@ -205,12 +205,12 @@ class Tokenizer(EncodingAPI):
         errors: str = "strict",
     ) -> np.ndarray:
         """tiktoken's ``encode_to_numpy``: ``encode(text)``'s ids as a 1-D uint32 array (the
-        dtype tiktoken returns), with no Python int per token. The array owns the encoder's
-        output buffer: nothing is copied after encoding."""
+        dtype tiktoken returns), with no Python int per token. Up to 1,024 ids are copied into
+        a fresh array; a longer result's array owns the encoder's output buffer (no copy)."""
         if not allowed_special and disallowed_special == "all" and errors == "strict":
-            return self._encode_numpy(text).view(np.uint32)
+            return self._encode_numpy(text)
         allowed, disallowed = self._resolve(allowed_special, disallowed_special)
-        return self._core.encode_numpy(text, allowed, disallowed, errors).view(np.uint32)
+        return self._core.encode_numpy(text, allowed, disallowed, errors)
 
     def encode_ordinary(self, text: Text, *, errors: str = "strict") -> list[int]:
         """``encode`` with every special token read as ordinary text (never raises for one)."""

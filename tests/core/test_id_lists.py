@@ -56,6 +56,9 @@ def test_fast_path_outputs_equal_tiktoken(tok, ref, text):
     assert tok.encode_ordinary(text) == want
     got = tok.encode_to_numpy(text)
     assert got.dtype == np.uint32 and got.tolist() == want
+    # the array is the caller's: the thread's next calls (which reuse its id buffer) leave it
+    assert tok.encode_to_numpy("hi").tolist() == [5303] and tok.encode("hey") == [20342]
+    assert got.tolist() == want
     # the same text as bytes (validated, not known-valid) and the generic policy path
     if "\ud800" not in text:
         assert tok.encode(text.encode()) == want
