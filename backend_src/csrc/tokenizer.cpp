@@ -118,6 +118,10 @@ Tokenizer::Tokenizer(std::shared_ptr<const Vocab> vocab, const TokenizerOptions&
 // whose fixed cost is ~50 us, never of the CPU path's microsecond calls.
 bool Tokenizer::in_gpu_process() const { return long(getpid()) == gpu_pid_; }
 
+const char* Tokenizer::device() const {
+  return gpu_ && (!automatic_ || in_gpu_process()) ? "cuda" : "cpu";
+}
+
 bool Tokenizer::routes_to_gpu(size_t bytes, size_t rows) const {
   if (!gpu_ || crossover().use_cpu(bytes, rows)) return false;
   return !automatic_ || in_gpu_process();

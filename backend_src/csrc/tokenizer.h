@@ -91,7 +91,9 @@ class Tokenizer {
   Tokenizer(std::shared_ptr<const Vocab> vocab, const TokenizerOptions& options);
 
   bool on_gpu() const { return gpu_ != nullptr; }
-  const char* device() const { return gpu_ ? "cuda" : "cpu"; }
+  // "cuda" when calls past the crossover run on the GPU; "cpu" for a CPU tokenizer, and for a
+  // device "auto" one in a process forked from the one that built it (routes_to_gpu).
+  const char* device() const;
   const Vocab& vocab() const { return *vocab_; }
 
   // All texts' ids and offsets, on the path the crossover picks. kernel_ms: 0 on the CPU.

@@ -85,7 +85,6 @@ class Tokenizer(EncodingAPI):
             bytes_per_row,
             tuning=gpu_tuning if gpu_tuning is not None else _core.GpuTuning(),
         )
-        self.device = self._core.device
         self.device_id = int(device_id)  # the GPU it runs on when device is "cuda"
         if piece_cache_bytes is not None:
             self.set_piece_cache_bytes(piece_cache_bytes)
@@ -97,6 +96,13 @@ class Tokenizer(EncodingAPI):
         self._encode_default = self._core.encoder(*self._default_policy, "strict")
         self._encode_ordinary = self._core.encoder([], [], "strict")
         self._encode_numpy = self._core.encoder(*self._default_policy, "strict", numpy=True)
+
+    @property
+    def device(self) -> str:
+        """ "cuda" when calls past the crossover run on the GPU, else "cpu". A device="auto"
+        tokenizer says "cpu" in a process forked from the one that built it: CUDA does not
+        survive fork(), so its calls run on the CPU path there."""
+        return self._core.device
 
     # -- pretoken cache ---------------------------------------------------------------
     def set_piece_cache_bytes(self, nbytes: int) -> None:

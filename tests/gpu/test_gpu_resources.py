@@ -23,8 +23,8 @@ def test_regression_a_forked_child_runs_auto_on_the_cpu_and_cuda_refuses(corpus,
     pool whose parent had built a GPU tokenizer got a CUDA initialization error from its first
     GPU-bound call (found 2026-11-27). In such a child a device="auto" tokenizer now runs every
     call on the CPU path, with the same ids, and a device="cuda" one raises
-    CudaUnavailableError naming fork; dropping both there ends cleanly, and the parent's GPU
-    path goes on."""
+    CudaUnavailableError naming fork (and `device` says so: "cpu" and "cuda"); dropping both
+    there ends cleanly, and the parent's GPU path goes on."""
     import gc
     import signal
 
@@ -32,7 +32,7 @@ def test_regression_a_forked_child_runs_auto_on_the_cpu_and_cuda_refuses(corpus,
     cuda = gputok.gpt2(device="cuda")
     texts = ["".join(corpus[:200]), *corpus[:50]]  # far above the crossover: the GPU's
     want = tt.encode_ordinary_batch(texts, num_threads=8)
-    assert all(want) and auto.path_for(len(texts[0].encode())) == "cuda"
+    assert all(want) and auto.path_for(len(texts[0].encode())) == "cuda" == auto.device
     assert auto.encode_ordinary_batch(texts) == want  # the parent's CUDA context is in use
     assert cuda.encode_ordinary(texts[0]) == want[0]
     pid = os.fork()
@@ -43,7 +43,9 @@ def test_regression_a_forked_child_runs_auto_on_the_cpu_and_cuda_refuses(corpus,
             signal.alarm(60)
             code = 3
             if (
-                auto.path_for(len(texts[0].encode())) == "cpu"
+                auto.device == "cpu"
+                and cuda.device == "cuda"
+                and auto.path_for(len(texts[0].encode())) == "cpu"
                 and auto.encode_ordinary_batch(texts) == want
                 and auto.encode_ordinary(texts[0]) == want[0]
             ):
@@ -58,7 +60,11 @@ def test_regression_a_forked_child_runs_auto_on_the_cpu_and_cuda_refuses(corpus,
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status), f"the child was killed by signal {os.WTERMSIG(status)}"
-    why = {3: "auto did not give the CPU path's ids", 5: "cuda did not refuse", 6: "no 'fork'"}
+    why = {
+        3: "auto: not device 'cpu' with the CPU path's ids",
+        5: "cuda did not refuse",
+        6: "no 'fork'",
+    }
     assert os.WEXITSTATUS(status) == 0, why.get(os.WEXITSTATUS(status), os.WEXITSTATUS(status))
     assert auto.encode_ordinary_batch(texts) == want
 
