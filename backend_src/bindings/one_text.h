@@ -12,6 +12,7 @@
 
 #include "../csrc/tokenizer.h"
 #include "id_list.h"
+#include "py_buffers.h"
 
 namespace gputok::bind {
 
@@ -67,45 +68,50 @@ inline void encode_one_text(const Tokenizer& tok, const py::handle& text, const 
   tok.encode_one(input, a, ids);
 }
 
-// encode()'s list. A CPU call's id buffer is kept for this thread's next call (no
-// allocation) unless it grew past kSpareIds; it is taken out while in use, since building the
-// list may run Python code (a collection's finalizers) that calls encode again.
+// This thread's id buffer for one call, kept for the thread's next call (no allocation) unless
+// it grew past kSpareIds. It is taken out while in use, since building the result may run
+// Python code (a collection's finalizers) that calls encode again.
+class SpareIds {
+ public:
+  SpareIds() { ids.swap(slot()); }
+  ~SpareIds() {
+    if (ids.capacity() <= kSpareIds) ids.swap(slot());
+  }
+  SpareIds(const SpareIds&) = delete;
+  SpareIds& operator=(const SpareIds&) = delete;
+  IdVector ids;
+
+ private:
+  static constexpr size_t kSpareIds = size_t(1) << 16;
+  static IdVector& slot() {
+    static thread_local IdVector spare;
+    return spare;
+  }
+};
+
+// encode()'s list.
 inline py::list one_text_list(const Tokenizer& tok, const IdList& ints, const py::handle& text,
                               const EncodeArgs& a) {
-  constexpr size_t kSpareIds = size_t(1) << 16;
-  static thread_local IdVector spare;
-  IdVector ids;
-  ids.swap(spare);
-  encode_one_text(tok, text, a, ids);
-  py::list out = ints.list(ids.data(), ids.size());
-  if (ids.capacity() <= kSpareIds) ids.swap(spare);
-  return out;
+  SpareIds buf;
+  encode_one_text(tok, text, a, buf.ids);
+  return ints.list(buf.ids.data(), buf.ids.size());
 }
 
 // encode_to_numpy()'s array: uint32, the dtype tiktoken returns (the ids' bits as they are).
-// Up to kCopyIds ids are copied into a fresh array out of this thread's spare buffer, as
-// one_text_list does; longer results hand their buffer to the array (a capsule owns it), where
-// a copy would cost more than the capsule. Before (2026-11-27, 2-core machine), every result
-// went through a capsule and the facade's `.view(np.uint32)`: 0.35-0.57 us a call more than
-// encode()'s list from 1 to 34 ids.
+// Up to kCopyIds ids are copied into a fresh array out of the thread's spare buffer; longer
+// results hand their buffer to the array (to_numpy_as), where a copy would cost more than the
+// capsule. Before (2026-11-27, 2-core machine), every result went through a capsule and the
+// facade's `.view(np.uint32)`: 0.35-0.57 us a call more than encode()'s list from 1 to 34 ids.
 inline py::array_t<uint32_t> one_text_array(const Tokenizer& tok, const py::handle& text,
                                             const EncodeArgs& a) {
-  constexpr size_t kCopyIds = 1024, kSpareIds = size_t(1) << 16;
-  static thread_local IdVector spare;
-  IdVector ids;
-  ids.swap(spare);
-  encode_one_text(tok, text, a, ids);
-  const auto n = py::ssize_t(ids.size());
-  if (ids.size() <= kCopyIds) {
-    py::array_t<uint32_t> out(n);
-    if (n) std::memcpy(out.mutable_data(), ids.data(), ids.size() * sizeof(uint32_t));
-    if (ids.capacity() <= kSpareIds) ids.swap(spare);
-    return out;
-  }
-  auto* heap = new IdVector(std::move(ids));
-  py::capsule owner(heap, [](void* p) { delete static_cast<IdVector*>(p); });
-  return py::array_t<uint32_t>({n}, {py::ssize_t(sizeof(uint32_t))},
-                               reinterpret_cast<const uint32_t*>(heap->data()), owner);
+  constexpr size_t kCopyIds = 1024;
+  SpareIds buf;
+  encode_one_text(tok, text, a, buf.ids);
+  if (buf.ids.size() > kCopyIds) return to_numpy_as<uint32_t>(std::move(buf.ids));
+  py::array_t<uint32_t> out(py::ssize_t(buf.ids.size()));
+  if (!buf.ids.empty())
+    std::memcpy(out.mutable_data(), buf.ids.data(), buf.ids.size() * sizeof(uint32_t));
+  return out;
 }
 
 }  // namespace gputok::bind

@@ -81,8 +81,7 @@ void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector&
     for (size_t k = 0; k < b.m; piece += b.lens[k], ++k) {
       const size_t len = b.lens[k];
       // A piece over kMaxPiece misses (find) and is not stored (insert): no length test here.
-      const bool cacheable = cache != nullptr;
-      if (cacheable) {
+      if (cache) {
         if (const size_t got = cache->find(b.keys[k], piece, b.h[k], w)) {
           w += got;
           continue;
@@ -94,13 +93,12 @@ void Encoder::encode_segment(PieceCache* cache, std::string_view text, IdVector&
                                   : -1;
       if (id >= 0) {
         *w++ = id;
-        if (cacheable) cache->insert(b.keys[k], piece, b.h[k], &id, 1);
+        if (cache) cache->insert(b.keys[k], piece, b.h[k], &id, 1);
         continue;
       }
       scratch.out.clear();
       merge_piece(v, piece, len, scratch.out, scratch);
-      if (cacheable)
-        cache->insert(b.keys[k], piece, b.h[k], scratch.out.data(), scratch.out.size());
+      if (cache) cache->insert(b.keys[k], piece, b.h[k], scratch.out.data(), scratch.out.size());
       for (const int32_t id : scratch.out) *w++ = id;
     }
   };

@@ -1,8 +1,6 @@
 // The thread pool (thread_pool.h).
 #include "thread_pool.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -37,8 +35,7 @@ size_t resolve_threads(int num_threads) {
   return std::min(size_t(num_threads), hardware_threads());
 }
 
-ThreadPool::ThreadPool(size_t threads, unsigned spin_us)
-    : spin_us_(std::min(spin_us, kMaxSpinUs)), pid_(long(getpid())) {
+ThreadPool::ThreadPool(size_t threads, unsigned spin_us) : spin_us_(std::min(spin_us, kMaxSpinUs)) {
   threads = std::min(threads, size_t(kMaxThreads));
   workers_.reserve(threads > 0 ? threads - 1 : 0);
   for (size_t i = 1; i < threads; ++i) {
@@ -52,7 +49,7 @@ ThreadPool::ThreadPool(size_t threads, unsigned spin_us)
 
 ThreadPool::~ThreadPool() { stop_workers(); }
 
-bool ThreadPool::in_this_process() const { return long(getpid()) == pid_; }
+bool ThreadPool::in_this_process() const { return made_.here(); }
 
 void ThreadPoolDeleter::operator()(ThreadPool* p) const noexcept {
   if (p && p->in_this_process()) delete p;

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "process_stamp.h"
+
 namespace gputok {
 
 // Above this a num_threads argument is refused (std::invalid_argument, ValueError in
@@ -62,7 +64,7 @@ class ThreadPool {
   void spin_while_unfinished() const;
   void stop_workers();
   const unsigned spin_us_;
-  const long pid_;  // the process that started the workers
+  const ProcessStamp made_;  // the process that started the workers
   // generation_ and stop_, published for the spinning workers (written under mu_).
   std::atomic<size_t> published_{0};
   std::atomic<bool> stopping_{false};

@@ -1,7 +1,5 @@
 #include "tokenizer.h"
 
-#include <unistd.h>
-
 #include "decode.h"
 
 namespace gputok {
@@ -108,34 +106,30 @@ Tokenizer::Tokenizer(std::shared_ptr<const Vocab> vocab, const TokenizerOptions&
         : automatic             ? default_crossover()
                                 : Crossover{});
   automatic_ = automatic;
-  if (resolve_device(options.device) == Device::kCuda) {
+  if (resolve_device(options.device) == Device::kCuda)
     gpu_ = std::make_unique<GpuEncoder>(vocab, options.gpu, options.gpu_tuning);
-    gpu_pid_ = long(getpid());
-  }
 }
 
-// getpid() is a system call (glibc caches no pid): it is asked only of calls bound for the GPU,
-// whose fixed cost is ~50 us, never of the CPU path's microsecond calls.
-bool Tokenizer::in_gpu_process() const { return long(getpid()) == gpu_pid_; }
-
+// ProcessStamp::here() is a system call: asked only of calls bound for the GPU, whose fixed
+// cost is ~50 us, never of the CPU path's microsecond calls.
 const char* Tokenizer::device() const {
-  return gpu_ && (!automatic_ || in_gpu_process()) ? "cuda" : "cpu";
+  return gpu_ && (!automatic_ || made_.here()) ? "cuda" : "cpu";
 }
 
 bool Tokenizer::routes_to_gpu(size_t bytes, size_t rows) const {
   if (!gpu_ || crossover().use_cpu(bytes, rows)) return false;
-  return !automatic_ || in_gpu_process();
+  return !automatic_ || made_.here();
 }
 
 GpuEncoder* Tokenizer::gpu_for(size_t bytes, size_t rows) const {
-  if (!routes_to_gpu(bytes, rows)) return nullptr;
-  if (!in_gpu_process())
-    throw CudaUnavailable(
-        "device='cuda': this process was forked from the one that built the tokenizer, and "
-        "CUDA does not survive fork(); build the tokenizer in this process, start workers with "
-        "the 'spawn' method, or use device='auto' (which runs a forked child's calls on the "
-        "CPU path) or device='cpu'");
-  return gpu_.get();
+  if (!gpu_ || crossover().use_cpu(bytes, rows)) return nullptr;
+  if (made_.here()) return gpu_.get();
+  if (automatic_) return nullptr;  // a forked child: the CPU path
+  throw CudaUnavailable(
+      "device='cuda': this process was forked from the one that built the tokenizer, and "
+      "CUDA does not survive fork(); build the tokenizer in this process, start workers with "
+      "the 'spawn' method, or use device='auto' (which runs a forked child's calls on the "
+      "CPU path) or device='cpu'");
 }
 
 Crossover Tokenizer::crossover() const {

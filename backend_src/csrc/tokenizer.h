@@ -15,6 +15,7 @@
 
 #include "encoder.h"
 #include "gpu_encoder.h"
+#include "process_stamp.h"
 #include "vocab.h"
 
 namespace gputok {
@@ -130,14 +131,13 @@ class Tokenizer {
   // The GPU encoder for a call routes_to_gpu sends there, or null for the CPU path; throws
   // CudaUnavailable in a forked child of a device "cuda" tokenizer.
   GpuEncoder* gpu_for(size_t bytes, size_t rows) const;
-  bool in_gpu_process() const;
   void store(Crossover c);
   std::shared_ptr<const Vocab> vocab_;
   Encoder encoder_;
   std::unique_ptr<GpuEncoder> gpu_;  // thread-safe: concurrent calls run on slots of their own
   Algorithm algorithm_;
   bool automatic_ = false;  // device "auto"
-  long gpu_pid_ = 0;        // the process that built gpu_ (getpid(); asked on GPU calls only)
+  ProcessStamp made_;       // the process that built this tokenizer, and so gpu_
   // Read on every call, written by set_crossover from any thread: two relaxed atomics (a call
   // racing a setter sees the old rule or the new one, either of which gives the same ids).
   std::atomic<size_t> cpu_below_bytes_{0}, bytes_per_row_{0};
