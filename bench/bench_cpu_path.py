@@ -8,12 +8,14 @@ Not a test. For each thread count a fresh worker process starts with
 1. loads the bench corpus (``bench/corpus.py``'s jsonl; ``--bench-mb`` caps it) and a code
    corpus (the ``.py`` files of this Python's stdlib and site-packages, sorted, up to
    ``--code-mb``), and tiktoken's ids for both (the reference);
-2. **batch**: per tokenizer, a fresh object's first pass (cold, its pretoken cache empty)
+2. **batch**: per tokenizer, a fresh object's first pass (cold: its pretoken cache empty, or
+   holding only the vocabulary's tokens, as gputok's and gigatoken's new caches do)
    and ``--repeat`` more (warm; median); gputok ``encode_batch_flat(docs, num_threads=N)``,
    gigatoken ``encode_batch(docs, parallel=N > 1)`` in both its exact configurations
    (``from_tiktoken(..., pretokenizer="gpt2")`` and ``Tokenizer(hf)``), the faster kept;
 3. **one text** of about 64 to 1M tokens cut from the bench corpus: gputok
-   ``encode_ordinary(t)``, gigatoken ``encode(t)`` (and ``encode_batch([t])`` on N > 1, the
+   ``encode_ordinary(t)`` (a list) and ``encode_to_numpy(t)`` (a uint32 array, as gigatoken
+   returns), gigatoken ``encode(t)`` (and ``encode_batch([t])`` on N > 1, the
    faster kept); the median of 5 timed loops of at least ``--least`` seconds each (0.1 by
    default), after a warm-up.
 
@@ -221,11 +223,14 @@ def worker(args) -> dict:
         start = 1000
         t = ref.decode(ids[start : start + size]) if size < len(ids) - start else text
         want_ids = ref.encode_ordinary(t)
-        if tok.encode_ordinary(t) != want_ids:
+        if tok.encode_ordinary(t) != want_ids or tok.encode_to_numpy(t).tolist() != want_ids:
             raise SystemExit(f"one text of {size} tokens: gputok differs from tiktoken")
+        # Both of gputok's outputs: a list (encode_ordinary) and, like gigatoken's encode, a
+        # uint32 array (encode_to_numpy).
         row = {
             "tokens": len(want_ids),
             "gputok_us": time_call(lambda t=t: tok.encode_ordinary(t), args.least) * 1e6,
+            "gputok_numpy_us": time_call(lambda t=t: tok.encode_to_numpy(t), args.least) * 1e6,
         }
         best = None
         for g, gt in gts.items():
@@ -263,13 +268,15 @@ def table(results: list[dict]) -> str:
                 f"{gc:.0f} | {gw:.0f} | {g['warm_MBps'] / gw:.2f} | {g['cold_MBps'] / gc:.2f} |"
             )
         lines.append(
-            "\n| one text, tokens | gputok us | gigatoken us (API) | ratio (gigatoken time / gputok) |"
+            "\n| one text, tokens | gputok us, list | gputok us, numpy | gigatoken us (API) "
+            "| ratio, list | ratio, numpy |"
         )
-        lines.append("|---:|---:|---:|---:|")
+        lines.append("|---:|---:|---:|---:|---:|---:|")
         for row in r["one_text"].values():
+            g, npy = row["gigatoken_us"], row.get("gputok_numpy_us", float("nan"))
             lines.append(
-                f"| {row['tokens']:,} | {row['gputok_us']:.2f} | {row['gigatoken_us']:.2f} "
-                f"({row['gigatoken_api']}) | {row['gigatoken_us'] / row['gputok_us']:.2f} |"
+                f"| {row['tokens']:,} | {row['gputok_us']:.2f} | {npy:.2f} | {g:.2f} "
+                f"({row['gigatoken_api']}) | {g / row['gputok_us']:.2f} | {g / npy:.2f} |"
             )
     return "\n".join(lines)
 

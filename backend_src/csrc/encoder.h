@@ -135,6 +135,7 @@ class Encoder {
     bool warm = false;
   };
   std::shared_ptr<PieceCache> cache() const;  // this call's snapshot (null: disabled)
+  void seed(PieceCache& cache) const;
   void encode_segment(PieceCache* cache, std::string_view text, IdVector& out) const;
 
   std::shared_ptr<const Vocab> vocab_;

@@ -26,7 +26,6 @@ constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
 #else
 constexpr int kPopulateWrite = 23;  // its value since Linux 5.14
 #endif
-constexpr size_t kPopulateMaxBytes = size_t(256) << 20;
 #endif
 
 }  // namespace

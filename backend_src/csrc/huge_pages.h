@@ -22,6 +22,8 @@ void* huge_alloc(size_t bytes);
 // Frees what huge_alloc(bytes) returned, given the same `bytes`.
 void huge_free(void* p, size_t bytes) noexcept;
 constexpr size_t kHugeMinBytes = size_t(1) << 20;
+// huge_alloc faults in at once what is no larger than this; larger stays lazy.
+constexpr size_t kPopulateMaxBytes = size_t(256) << 20;
 
 // Advises the 2 MiB-aligned part of [p, p + bytes) onto transparent huge pages, before any
 // of it is touched, when bytes >= min_bytes (advice: refused or unsupported, nothing

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import gputok
+from references import gpt2_files
 
 # Pieces that are not tokens, share their first 16 bytes (so the cache must compare the
 # rest), or give more ids than a slot holds inline (so they spill to the arena).
@@ -121,8 +122,9 @@ def test_replacing_the_cache_keeps_ids(corpus):
 
 def test_whole_tokens_are_cached_so_a_warm_piece_is_one_probe():
     """Pieces that are whole tokens go into the cache too (one id), so a warm piece needs
-    the cache alone, not the token index first: the entries count them."""
-    tok = gputok.gpt2(device="cpu")
+    the cache alone, not the token index first: the entries count them. (A 1 MiB cache is
+    too small to start with the vocabulary, so it starts empty.)"""
+    tok = gputok.gpt2(device="cpu", piece_cache_bytes=1 << 20)
     text = " hello world and the rest of it"  # every piece a whole token
     assert tok.encode_ordinary(text) == [23748, 995, 290, 262, 1334, 286, 340]
     assert tok.piece_cache_stats()["entries"] == 7
@@ -135,12 +137,34 @@ def test_one_byte_pieces_are_cached_so_no_piece_branches_on_its_length():
     piece up the same way, with no branch on its length, which mispredicted on the 30% of
     pieces that are one byte (encoder_segment.cpp). Five distinct one-byte pieces give five
     entries, cold and warm, with tiktoken's ids."""
-    tok = gputok.gpt2(device="cpu")
+    tok = gputok.gpt2(device="cpu", piece_cache_bytes=1 << 20)
     for _ in range(2):
         assert tok.encode_ordinary("a,b;c") == [64, 11, 65, 26, 66]
         assert tok.piece_cache_stats()["entries"] == 5
     off = gputok.gpt2(device="cpu", piece_cache_bytes=0)
     assert off.encode_ordinary("a,b;c") == [64, 11, 65, 26, 66]
+
+
+def test_a_new_cache_starts_with_every_token(ref):
+    """A new cache holds every token as its own piece, with the id a miss would find (a piece
+    that is a token is that token: tiktoken's rule), so a first call finds whole tokens in
+    one probe, as a warm one does (encoder.cpp, Encoder::seed). A cache that could not hold
+    the vocabulary twice over starts empty; a vocabulary from merges (HF's rule: every piece
+    merges) starts no cache with its tokens."""
+    tok = gputok.gpt2(device="cpu")
+    seeded = tok.piece_cache_stats()["entries"]
+    assert seeded == len(ref._mergeable_ranks) == 50256
+    text = " hello world and the rest of it"
+    assert tok.encode_ordinary(text) == ref.encode_ordinary(text)
+    assert tok.piece_cache_stats()["entries"] == seeded  # every piece a hit: nothing added
+    tok.set_piece_cache_bytes(1 << 20)
+    assert tok.piece_cache_stats()["entries"] == 0
+    tok.set_piece_cache_bytes(16 << 20)
+    assert tok.piece_cache_stats()["entries"] == seeded
+    files = gpt2_files()
+    hf = gputok.load_hf_files(files["vocab.json"], files["merges.txt"], device="cpu")
+    assert hf.piece_cache_stats()["entries"] == 0
+    assert hf.encode_ordinary(text) == ref.encode_ordinary(text)
 
 
 def test_ids_past_16_bits_are_cached_whole(tmp_path, corpus, ref):
