@@ -108,7 +108,7 @@ inline py::array_t<uint32_t> one_text_array(const Tokenizer& tok, const py::hand
   SpareIds buf;
   encode_one_text(tok, text, a, buf.ids);
   if (buf.ids.size() > kCopyIds) return to_numpy_as<uint32_t>(std::move(buf.ids));
-  py::array_t<uint32_t> out(py::ssize_t(buf.ids.size()));
+  py::array_t<uint32_t> out = new_uint32_array(buf.ids.size());
   if (!buf.ids.empty())
     std::memcpy(out.mutable_data(), buf.ids.data(), buf.ids.size() * sizeof(uint32_t));
   return out;
