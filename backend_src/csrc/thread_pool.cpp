@@ -58,40 +58,29 @@ void ThreadPoolDeleter::operator()(ThreadPool* p) const noexcept {
 void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    stopping_.store(true, std::memory_order_release);
+    stop_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
   for (auto& t : workers_)
     if (t.joinable()) t.join();
 }
 
-// Watches published_ for up to spin_us_: a job published meanwhile is taken without waking a
-// sleeping worker (a futex wake, and on a VM an idle vCPU's). Measured (H100 host, 16 cores,
-// 2026-11-27, bench/bench_pool_spin.py, 4 rotated rounds): one text split across the cores,
-// 32-128 KB, took 0.84-0.95x the time with 50 us as with 0; 256 KB-1 MB and batches the same;
-// 200 us measured like 50. The cost: up to spin_us_ of CPU per worker after each job.
-void ThreadPool::spin_for_job(size_t seen) const {
+// A worker watches for the next job's generation for up to spin_us_: a job published meanwhile
+// is taken without waking a sleeping worker (a futex wake, and on a VM an idle vCPU's); the
+// caller watches for the workers' last items, which usually end within microseconds of its
+// own. Measured (H100 host, 16 cores, 2026-11-27, bench/bench_pool_spin.py, 4 rotated rounds):
+// one text split across the cores, 32-128 KB, took 0.84-0.95x the time with 50 us as with 0;
+// 256 KB-1 MB and batches the same; 200 us measured like 50. The cost: up to spin_us_ of CPU
+// per worker after each job.
+template <typename Done>
+void ThreadPool::spin_until(Done done, bool yield) const {
   if (spin_us_ == 0) return;
   const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
-  for (unsigned k = 0;; ++k) {
-    if (published_.load(std::memory_order_acquire) != seen ||
-        stopping_.load(std::memory_order_relaxed))
-      return;
+  for (unsigned k = 0; !done(); ++k) {
     if ((k & 63) == 63) {
       if (std::chrono::steady_clock::now() >= until) return;
-      std::this_thread::yield();  // a runnable thread (the caller's) goes first
+      if (yield) std::this_thread::yield();  // a runnable thread (the caller's) goes first
     }
-    cpu_relax();
-  }
-}
-
-// The caller's side: the workers' last items usually end within microseconds of its own.
-void ThreadPool::spin_while_unfinished() const {
-  if (spin_us_ == 0) return;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
-  for (unsigned k = 0; unfinished_.load(std::memory_order_acquire) != 0; ++k) {
-    if ((k & 63) == 63 && std::chrono::steady_clock::now() >= until) return;
     cpu_relax();
   }
 }
@@ -101,7 +90,12 @@ void ThreadPool::loop() {
   for (;;) {
     const std::function<void(size_t)>* fn;
     size_t n;
-    spin_for_job(seen);
+    spin_until(
+        [&] {
+          return generation_.load(std::memory_order_acquire) != seen ||
+                 stop_.load(std::memory_order_relaxed);
+        },
+        true);
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_threads_ > 0); });
@@ -113,8 +107,7 @@ void ThreadPool::loop() {
     }
     for (size_t i; (i = next_.fetch_add(1)) < n;) (*fn)(i);
     std::lock_guard<std::mutex> lock(mu_);
-    unfinished_.store(--active_, std::memory_order_release);
-    if (active_ == 0) done_cv_.notify_all();
+    if (active_.fetch_sub(1, std::memory_order_release) == 1) done_cv_.notify_all();
   }
 }
 
@@ -129,15 +122,13 @@ void ThreadPool::parallel_for(size_t n, size_t threads, const std::function<void
     job_ = &fn;
     job_n_ = n;
     job_threads_ = threads - 1;
-    active_ = threads - 1;
-    unfinished_.store(active_, std::memory_order_relaxed);
+    active_.store(threads - 1, std::memory_order_relaxed);
     next_.store(0);
-    ++generation_;
-    published_.store(generation_, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_release);  // a spinning worker sees the job
   }
   cv_.notify_all();
   for (size_t i; (i = next_.fetch_add(1)) < n;) fn(i);
-  spin_while_unfinished();
+  spin_until([&] { return active_.load(std::memory_order_acquire) == 0; }, false);
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return active_ == 0; });
   job_threads_ = 0;

@@ -60,21 +60,22 @@ class ThreadPool {
 
  private:
   void loop();
-  void spin_for_job(size_t seen) const;
-  void spin_while_unfinished() const;
+  // Watches for done() for up to spin_us_ (returns at once when spin_us_ is 0); `yield` lets
+  // a runnable thread go first every 64 rounds.
+  template <typename Done>
+  void spin_until(Done done, bool yield) const;
   void stop_workers();
   const unsigned spin_us_;
   const ProcessStamp made_;  // the process that started the workers
-  // generation_ and stop_, published for the spinning workers (written under mu_).
-  std::atomic<size_t> published_{0};
-  std::atomic<bool> stopping_{false};
-  std::atomic<size_t> unfinished_{0};  // active_, for the caller's spin
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   const std::function<void(size_t)>* job_ = nullptr;
-  size_t job_n_ = 0, job_threads_ = 0, generation_ = 0, active_ = 0;
+  size_t job_n_ = 0, job_threads_ = 0;
+  // Written under mu_; atomic so that a spinning worker (generation_, stop_) or caller
+  // (active_) can watch them without it.
+  std::atomic<size_t> generation_{0}, active_{0};
+  std::atomic<bool> stop_{false};
   std::atomic<size_t> next_{0};
-  bool stop_ = false;
   // Last member: destroyed first, and stop_workers() has joined every thread before the
   // condition variables above go (destroying one a thread still waits on hangs in glibc).
   std::vector<std::thread> workers_;

@@ -27,6 +27,24 @@ class Demo:
     device: str = "auto"
 
 
+def test_tensors_by_batch_makes_each_batch_size_once_and_keeps_the_wanted():
+    """The tokenizer model's and the gigatoken baseline's outputs that depend on the batch size
+    alone: one Tensor per name and batch size, handed out again to every later request."""
+    made = []
+
+    def make(batch):
+        made.append(batch)
+        return {"A": np.zeros((batch, 1), np.int32), "B": np.ones((batch, 1), np.int32)}
+
+    by_batch = tm.TensorsByBatch(make)
+    first = by_batch.get(fake, 2, None)
+    assert [t.name() for t in first] == ["A", "B"] and first[1].as_numpy().shape == (2, 1)
+    again = by_batch.get(fake, 2, {"B"})
+    assert len(again) == 1 and again[0] is first[1]
+    assert [t.as_numpy().shape for t in by_batch.get(fake, 3, None)] == [(3, 1), (3, 1)]
+    assert made == [2, 3]
+
+
 def test_settings_from_params():
     assert tm.settings_from_params(Demo, {}) == Demo()
     got = tm.settings_from_params(

@@ -39,6 +39,7 @@ import numpy as np
 from gputok import trtllm
 from gputok.triton_model import (
     RequestError,
+    TensorsByBatch,
     check_choice,
     error_code,
     error_response,
@@ -364,7 +365,11 @@ class TritonPythonModel:
             gputok, s, args.get("model_repository", ""), self.device, device_id
         )
         self.s = dataclasses.replace(s, pad_id=pad_value(s, self.tok))
-        self._defaults: dict[int, list] = {}  # batch size -> its QUERY-only outputs (Tensors)
+        # A QUERY-only request's other outputs (an isolated perf_analyzer or gputok-client
+        # request): they depend on its batch size alone.
+        self._defaults = TensorsByBatch(
+            lambda batch: extra_outputs(self.tok, {}, batch, None, self.s, None)
+        )
         # unknown special tokens in the config fail the load, not the first request
         self.tok.encode("", **special_kwargs(self.s))
         self.logger.log_info(
@@ -402,7 +407,7 @@ class TritonPythonModel:
         query_only = extras.keys() == {"QUERY"}  # no optional input: its batch size's outputs
         try:
             if query_only:
-                more = self._default_tensors(batch, wanted)
+                more = self._defaults.get(pb_utils, batch, wanted)
             else:
                 arrays = extra_outputs(self.tok, extras, batch, padded, self.s, wanted)
                 more = [pb_utils.Tensor(name, value) for name, value in arrays.items()]
@@ -410,22 +415,6 @@ class TritonPythonModel:
             return error_response(pb_utils, e)
         tensors = [self._input_id_tensor(padded), pb_utils.Tensor("REQUEST_INPUT_LEN", lengths)]
         return pb_utils.InferenceResponse(output_tensors=tensors + more)
-
-    def _default_tensors(self, batch: int, wanted) -> list:
-        """The other outputs of a request that carries QUERY alone (what an isolated
-        perf_analyzer or gputok-client request is): they depend on its batch size only, so
-        each is built once per batch size (at most max_batch_size of them) and the same
-        Tensor goes into every such response. The stub then saves it to shared memory once,
-        and the backend reads it by handle under its reference count, as for any tensor.
-        Building seven Tensors a request took 25 us of the stub's time on the 2-core machine
-        (2026-11-27: pb_utils.Tensor is ~3.5 us each, its dtype found by up to 12 numpy
-        comparisons), and saving them allocated seven blocks of shared memory."""
-        cached = self._defaults.get(batch)
-        if cached is None:
-            arrays = extra_outputs(self.tok, {}, batch, None, self.s, None)
-            cached = [(name, pb_utils.Tensor(name, a)) for name, a in arrays.items()]
-            self._defaults[batch] = cached
-        return [t for name, t in cached if wanted is None or name in wanted]
 
     def _input_id_tensor(self, padded: np.ndarray):
         if self.gpu_outputs:

@@ -119,7 +119,10 @@ class TritonPythonModel:
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         self.tok = build(params.get("ranks_file", ""))
         self.pad_id = int(params.get("pad_id") or EOT)
-        self._defaults: dict[int, list] = {}  # batch size -> [(name, Tensor)], as ours keeps
+        from gputok.triton_model import TensorsByBatch
+
+        # The outputs besides the ids, made once per batch size, as our tokenizer model keeps them.
+        self._defaults = TensorsByBatch(lambda batch: default_outputs(batch, EOT, self.pad_id))
 
     def execute(self, requests):
         responses: list = [None] * len(requests)
@@ -138,17 +141,9 @@ class TritonPythonModel:
             wanted = set(names) if names else None
             tensors = [pb_utils.Tensor("INPUT_ID", ids), pb_utils.Tensor("REQUEST_INPUT_LEN", lens)]
             responses[i] = pb_utils.InferenceResponse(
-                output_tensors=tensors + self._default_tensors(ids.shape[0], wanted)
+                output_tensors=tensors + self._defaults.get(pb_utils, ids.shape[0], wanted)
             )
         return responses
-
-    def _default_tensors(self, batch: int, wanted) -> list:
-        cached = self._defaults.get(batch)
-        if cached is None:
-            arrays = default_outputs(batch, EOT, self.pad_id)
-            cached = [(name, pb_utils.Tensor(name, a)) for name, a in arrays.items()]
-            self._defaults[batch] = cached
-        return [t for name, t in cached if wanted is None or name in wanted]
 
     def finalize(self):
         self.tok = None
