@@ -136,14 +136,15 @@ PieceCacheStats Encoder::piece_cache_stats() const {
   return c ? c->stats() : PieceCacheStats{};
 }
 
+const std::string* Encoder::special_text(int32_t id) const {
+  for (const auto& s : vocab_->specials())
+    if (s.id == id) return &s.text;
+  return nullptr;
+}
+
 void Encoder::prepare(const std::vector<TextInput>& texts, const SpecialPolicy& policy,
                       Utf8Policy utf8, Prepared& p) const {
   const auto& specials = vocab_->specials();
-  auto special_text = [&](int32_t id) -> const std::string* {
-    for (const auto& s : specials)
-      if (s.id == id) return &s.text;
-    return nullptr;
-  };
   std::vector<const std::string*> allowed, disallowed;
   for (int32_t id : policy.allowed)
     if (const auto* t = special_text(id)) allowed.push_back(t);
@@ -216,6 +217,7 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
     out = std::move(encode_units(p, 1, threads, p.chunk_bytes).ids);
     return;
   }
+  if (encode_plain(text, policy, utf8, out)) return;
   prepare({text}, policy, utf8, p);
   // encode_segment grows `out` by a unit's bytes (<= kChunkBytes) and trims it back: room
   // for about two ids a byte past that, so a typical text never reallocates.
@@ -228,6 +230,34 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
     else
       encode_segment(cache_ref.get(), u.bytes, out);
   }
+}
+
+// One text that prepare() would make one ordinary unit (no special token allowed, at most
+// kChunkBytes, valid UTF-8), encoded with the same checks in the same order and no allocation
+// of its own: through prepare(), a 64-token call allocated two or three times (the text's
+// vector, its units, the disallowed tokens' texts), ~2% of its time (perf, dev VM,
+// 2026-11-27). False where prepare() must run instead: a special token allowed, a longer
+// text, or UTF-8 to repair.
+bool Encoder::encode_plain(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
+                           IdVector& out) const {
+  const std::string_view bytes = text.bytes;
+  if (!policy.allowed.empty() || bytes.size() > kChunkBytes) return false;
+  if (!text.known_valid) {
+    const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+    const size_t bad = utf8_first_invalid(data, bytes.size());
+    if (bad < bytes.size()) {
+      if (utf8 == Utf8Policy::kStrict) throw Utf8Error(0, bad, data[bad]);
+      return false;
+    }
+  }
+  for (int32_t id : policy.disallowed)
+    if (const std::string* d = special_text(id))
+      if (bytes.find(*d) != std::string_view::npos) throw DisallowedSpecialError(0, *d);
+  if (bytes.empty()) return true;
+  out.reserve(out.size() + bytes.size() / 2 + bytes.size() + 4);
+  const auto cache_ref = cache();
+  encode_segment(cache_ref.get(), bytes, out);
+  return true;
 }
 
 EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const SpecialPolicy& policy,

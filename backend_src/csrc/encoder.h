@@ -116,6 +116,9 @@ class Encoder {
  private:
   struct Unit;
   struct Prepared;
+  const std::string* special_text(int32_t id) const;  // a special token's text, or null
+  bool encode_plain(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
+                    IdVector& out) const;
   void prepare(const std::vector<TextInput>& texts, const SpecialPolicy& policy, Utf8Policy utf8,
                Prepared& p) const;
   // The prepared units of n_texts texts on up to `threads` threads, in items of about

@@ -22,26 +22,12 @@
 #include <vector>
 
 #include "encoder.h"
+#include "tokens_file.h"
 #include "vocab.h"
 
 using namespace gputok;
 
 namespace {
-
-// TOKENS: every token's bytes in rank order, each as a little-endian uint16 length and the
-// bytes (bench_encoder_ab.py writes it from the tiktoken file); <|endoftext|> follows them.
-std::shared_ptr<Vocab> load_vocab(const char* path) {
-  std::ifstream f(path, std::ios::binary);
-  std::vector<std::string> tokens;
-  unsigned char len[2];
-  while (f.read(reinterpret_cast<char*>(len), 2)) {
-    std::string t(size_t(len[0]) | (size_t(len[1]) << 8), '\0');
-    if (!f.read(t.data(), std::streamsize(t.size()))) break;
-    tokens.push_back(std::move(t));
-  }
-  const int32_t eot = int32_t(tokens.size());
-  return std::make_shared<Vocab>(Vocab::from_ranks(tokens, {SpecialToken{"<|endoftext|>", eot}}));
-}
 
 double cpu_seconds() {
   timespec t;
@@ -56,7 +42,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s TOKENS DOCS MB batch|one\n", argv[0]);
     return 2;
   }
-  const auto vocab = load_vocab(argv[1]);
+  const auto vocab = load_tokens_file(argv[1]);
   std::ifstream in(argv[2], std::ios::binary);
   std::stringstream buf;
   buf << in.rdbuf();
