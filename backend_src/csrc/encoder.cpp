@@ -136,6 +136,18 @@ PieceCacheStats Encoder::piece_cache_stats() const {
   return c ? c->stats() : PieceCacheStats{};
 }
 
+// The offset of a text's first invalid UTF-8 byte (its size where there is none, or where the
+// text is known valid); under Utf8Policy::kStrict an invalid byte throws Utf8Error naming text
+// `ti`. prepare() repairs what is returned; encode_plain() leaves it to prepare().
+size_t Encoder::invalid_at(const TextInput& text, size_t ti, Utf8Policy utf8) {
+  const std::string_view bytes = text.bytes;
+  if (text.known_valid) return bytes.size();
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  const size_t bad = utf8_first_invalid(data, bytes.size());
+  if (bad < bytes.size() && utf8 == Utf8Policy::kStrict) throw Utf8Error(ti, bad, data[bad]);
+  return bad;
+}
+
 const std::string* Encoder::special_text(int32_t id) const {
   for (const auto& s : vocab_->specials())
     if (s.id == id) return &s.text;
@@ -154,14 +166,10 @@ void Encoder::prepare(const std::vector<TextInput>& texts, const SpecialPolicy& 
   p.units.reserve(texts.size());
   for (size_t ti = 0; ti < texts.size(); ++ti) {
     std::string_view text = texts[ti].bytes;
-    if (!texts[ti].known_valid) {
+    if (invalid_at(texts[ti], ti, utf8) < text.size()) {
       const auto* data = reinterpret_cast<const uint8_t*>(text.data());
-      const size_t bad = utf8_first_invalid(data, text.size());
-      if (bad < text.size()) {
-        if (utf8 == Utf8Policy::kStrict) throw Utf8Error(ti, bad, data[bad]);
-        p.storage.push_back(std::make_unique<std::string>(utf8_replace_invalid(data, text.size())));
-        text = *p.storage.back();
-      }
+      p.storage.push_back(std::make_unique<std::string>(utf8_replace_invalid(data, text.size())));
+      text = *p.storage.back();
     }
     for (const std::string* d : disallowed)
       if (text.find(*d) != std::string_view::npos) throw DisallowedSpecialError(ti, *d);
@@ -242,14 +250,7 @@ bool Encoder::encode_plain(const TextInput& text, const SpecialPolicy& policy, U
                            IdVector& out) const {
   const std::string_view bytes = text.bytes;
   if (!policy.allowed.empty() || bytes.size() > kChunkBytes) return false;
-  if (!text.known_valid) {
-    const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-    const size_t bad = utf8_first_invalid(data, bytes.size());
-    if (bad < bytes.size()) {
-      if (utf8 == Utf8Policy::kStrict) throw Utf8Error(0, bad, data[bad]);
-      return false;
-    }
-  }
+  if (invalid_at(text, 0, utf8) < bytes.size()) return false;
   for (int32_t id : policy.disallowed)
     if (const std::string* d = special_text(id))
       if (bytes.find(*d) != std::string_view::npos) throw DisallowedSpecialError(0, *d);

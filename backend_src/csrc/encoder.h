@@ -117,6 +117,7 @@ class Encoder {
   struct Unit;
   struct Prepared;
   const std::string* special_text(int32_t id) const;  // a special token's text, or null
+  static size_t invalid_at(const TextInput& text, size_t ti, Utf8Policy utf8);
   bool encode_plain(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
                     IdVector& out) const;
   void prepare(const std::vector<TextInput>& texts, const SpecialPolicy& policy, Utf8Policy utf8,

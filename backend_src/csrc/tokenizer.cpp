@@ -121,10 +121,11 @@ bool Tokenizer::routes_to_gpu(size_t bytes, size_t rows) const {
   return !automatic_ || made_.here();
 }
 
+// One fork check a GPU call: routes_to_gpu asks it of a device "auto" tokenizer (false in a
+// forked child: the CPU path), and here of a device "cuda" one.
 GpuEncoder* Tokenizer::gpu_for(size_t bytes, size_t rows) const {
-  if (!gpu_ || crossover().use_cpu(bytes, rows)) return nullptr;
-  if (made_.here()) return gpu_.get();
-  if (automatic_) return nullptr;  // a forked child: the CPU path
+  if (!routes_to_gpu(bytes, rows)) return nullptr;
+  if (automatic_ || made_.here()) return gpu_.get();
   throw CudaUnavailable(
       "device='cuda': this process was forked from the one that built the tokenizer, and "
       "CUDA does not survive fork(); build the tokenizer in this process, start workers with "
