@@ -14,7 +14,7 @@ GPU where one is usable, else the native CPU path) and writes, per shard ``NAME`
 
 and the driver writes ``manifest.json`` (all entries plus totals). See docs/corpus.md.
 
-Crash safety: every file is written to ``NAME.<ext>.tmp-<pid>-<rand>`` (unique per task and
+Crash safety: every file is written to ``NAME.<ext>.tmp-<pid>-<rand>-<n>`` (unique per task and
 file, also among the tasks one worker process runs at once), fsynced and renamed; the entry
 ``NAME.json`` is written last the same way, after the old one was removed, and the directory
 fsync after its rename makes all three renames durable. Shard files start their writeback

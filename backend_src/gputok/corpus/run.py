@@ -56,7 +56,7 @@ from .cluster import (
 )
 from .decoders import parquet_decoder_for_run
 from .discovery import _SHARD_RE, plan_shards
-from .files import DEFAULT_HASH, _json_bytes, _load_json, atomic_write_bytes, new_hasher
+from .files import DEFAULT_HASH, _load_json, atomic_write_bytes, manifest_bytes, new_hasher
 from .manifest import _settings, build_manifest
 from .parquet import MAX_EXPANSION, PARQUET_DECODERS
 from .readers import check_field_sample
@@ -376,7 +376,7 @@ def _finish(
     or CorpusError naming the failed shards."""
     entries = [results[n]["entry"] for n in names if n in results]
     manifest = build_manifest(settings, base, fmt, entries, complete=not failures)
-    atomic_write_bytes(os.path.join(out_dir, MANIFEST), _json_bytes(manifest))
+    atomic_write_bytes(os.path.join(out_dir, MANIFEST), manifest_bytes(manifest))
     run = CorpusRun(
         out_dir=out_dir,
         manifest=manifest,

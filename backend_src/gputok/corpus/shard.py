@@ -302,8 +302,8 @@ def _pipeline(spec: ShardSpec, tok, bin_f: _HashedFile, idx_f: _HashedFile) -> t
             stages["write_wait"] += time.perf_counter() - t_wait
             if k == 0 and spec.fault:
                 pending.popleft().result()
-                bin_f.f.flush()  # so the injected kill leaves a real partial temp file
-                idx_f.f.flush()
+                bin_f.flush()  # so the injected kill leaves a real partial temp file
+                idx_f.flush()
                 _maybe_fault(spec, "mid")
         t_wait = time.perf_counter()
         while pending:
