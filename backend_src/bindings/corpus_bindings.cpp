@@ -14,6 +14,7 @@
 #include "../csrc/corpus/gpu_page_decoder.h"
 #include "../csrc/corpus/pack.h"
 #include "../csrc/corpus/parquet.h"
+#include "../csrc/corpus/read_files.h"
 #include "../csrc/corpus/split.h"
 #include "../csrc/gpu_errors.h"
 #include "../csrc/narrow.h"
@@ -120,6 +121,24 @@ py::array_t<int64_t> find_separators_py(const py::object& data, const py::bytes&
                          reinterpret_cast<const uint8_t*>(s.data()), s.size());
   }
   return to_numpy(std::move(at));
+}
+
+// A joined call's text files (read_files.h): (data uint8, ends, mtime_ns, spans (n, 2), docs,
+// failed, errno), every array over its vector without a copy; the GIL released while reading.
+py::tuple read_text_files_py(const std::vector<std::string>& paths, const py::object& sep,
+                             int64_t max_bytes, int64_t reserve) {
+  const bool split = !sep.is_none();
+  const std::string s = split ? std::string(py::bytes(sep)) : std::string();
+  TextFiles r;
+  {
+    py::gil_scoped_release release;
+    r = read_text_files(paths, s, split, max_bytes, reserve);
+  }
+  const auto n_spans = py::ssize_t(r.spans.size() / 2);
+  auto spans = to_numpy(std::move(r.spans)).reshape({n_spans, py::ssize_t(2)});
+  return py::make_tuple(to_numpy(std::move(r.data)), to_numpy(std::move(r.ends)),
+                        to_numpy(std::move(r.mtime_ns)), spans, to_numpy(std::move(r.docs)),
+                        r.failed, r.error);
 }
 
 void bind_parquet(py::module_& m) {
@@ -247,4 +266,6 @@ PYBIND11_MODULE(_corpus_native, m) {
   bind_gpu_decoder(m);
   m.def("pack_uint16", &pack_uint16_py, py::arg("ids"), py::arg("offsets"), py::arg("sep"));
   m.def("find_separators", &find_separators_py, py::arg("data"), py::arg("sep"));
+  m.def("read_text_files", &read_text_files_py, py::arg("paths"), py::arg("sep"),
+        py::arg("max_bytes"), py::arg("reserve") = 0);
 }

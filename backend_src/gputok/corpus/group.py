@@ -32,6 +32,7 @@ import numpy as np
 
 from ._common import STAGES
 from .batch import _batch_target, _prefetch
+from .group_text import read_text_run, text_run
 from .manifest import _settings, settings_digest
 from .shard import (
     _min_batch_bytes,
@@ -84,8 +85,11 @@ def _read_part(spec: ShardSpec, tok) -> _Part | None:
     """``spec``'s documents as a _Part, or None when the shard must go alone (the
     line-by-line JSONL path, which yields str documents; more than JOIN_MAX_TEXT_BYTES of
     text or spans). Reader errors propagate."""
-    source = _source_stat(spec.path)
-    batches = shard_batches(spec, tok, spec.batch_bytes)
+    return _part_of(spec, _source_stat(spec.path), shard_batches(spec, tok, spec.batch_bytes))
+
+
+def _part_of(spec: ShardSpec, source: dict, batches) -> _Part | None:
+    """The _Part of ``spec``'s Batches (None as _read_part says)."""
     pieces, spans, at, skipped_bad, skipped_empty, text, rows = [], [], 0, 0, 0, 0, 0
     for b in batches:
         if b.docs is not None:
@@ -110,16 +114,39 @@ def _read_part(spec: ShardSpec, tok) -> _Part | None:
     return _Part(spec, source, pieces, sp, at, text, skipped_bad, skipped_empty)
 
 
-def _calls(specs: Sequence[ShardSpec], tok, target: int, alone: list) -> Iterator[_Call]:
+def _read_or_none(spec: ShardSpec, tok) -> _Part | None:
+    try:
+        return _read_part(spec, tok)
+    except Exception:  # noqa: BLE001 - tokenize_shard reads it again and names the error
+        return None
+
+
+def _parts(
+    specs: Sequence[ShardSpec], sizes: Sequence[int], tok, target: int
+) -> Iterator[tuple[ShardSpec, object]]:
+    """(spec, its _Part or None) for every spec, in order: plain text files read together,
+    about ``target`` bytes a native call (group_text.py); each other shard, and a text file
+    that call could not read, by its own reader."""
+    k = 0
+    while k < len(specs):
+        run = text_run(specs, sizes, k, target)
+        got = read_text_run(run, sizes[k : k + len(run)]) if run else []
+        for spec, (source, batch) in zip(run, got, strict=False):
+            yield spec, _part_of(spec, source, [batch])
+        k += len(got)
+        if len(got) < max(1, len(run)):  # not text, or not read together: its own reader
+            yield specs[k], _read_or_none(specs[k], tok)
+            k += 1
+
+
+def _calls(
+    specs: Sequence[ShardSpec], sizes: Sequence[int], tok, target: int, alone: list
+) -> Iterator[_Call]:
     """The shards' parts joined into calls of about ``target`` bytes (on the reader thread).
     Shards that must go alone are appended to ``alone``."""
     parts: list[_Part] = []
     size = 0
-    for spec in specs:
-        try:
-            part = _read_part(spec, tok)
-        except Exception:  # noqa: BLE001 - tokenize_shard reads it again and names the error
-            part = None
+    for spec, part in _parts(specs, sizes, tok, target):
         if part is None:
             alone.append(spec)
             continue
@@ -173,9 +200,11 @@ def _write_call(call: _Call, ids: np.ndarray, ends: np.ndarray, sha: str) -> lis
     return out
 
 
-def tokenize_joined(specs: Sequence[ShardSpec], group_bytes: int) -> tuple[list, list]:
-    """Tokenize the shards ``specs`` (small, not resumable: their entries are gone) in joined
-    calls: ([result of each shard written], [the specs that must go alone])."""
+def tokenize_joined(specs: Sequence[ShardSpec], sizes: Sequence[int]) -> tuple[list, list]:
+    """Tokenize the shards ``specs`` (small, not resumable: their entries are gone; ``sizes``:
+    their input files' sizes) in joined calls: ([result of each shard written], [the specs
+    that must go alone])."""
+    group_bytes = int(sum(sizes))
     spec0 = specs[0]
     _worker_io()
     tok = _tokenizer(spec0.device, _worker_device_id(spec0))
@@ -192,7 +221,7 @@ def tokenize_joined(specs: Sequence[ShardSpec], group_bytes: int) -> tuple[list,
     written: list = []
     stages = dict.fromkeys(STAGES, 0.0)
     t0 = time.perf_counter()
-    reader = _prefetch(_calls(specs, tok, target, alone))
+    reader = _prefetch(_calls(specs, sizes, tok, target, alone))
     with (
         contextlib.closing(reader),  # on errors too: stops the reader thread now
         ThreadPoolExecutor(1, thread_name_prefix="gputok-corpus-writer") as writer,

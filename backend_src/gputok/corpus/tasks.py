@@ -99,7 +99,7 @@ def tokenize_group(specs: Sequence[ShardSpec]) -> list[dict]:
         return []
     _remove_stale_all(specs[0].out_dir, {s.name for s in specs})
     done: dict[str, dict] = {}
-    small, small_bytes = [], 0
+    small, small_sizes = [], []
     for spec in specs:
         size = _joinable_size(spec)
         if size is None:
@@ -112,10 +112,10 @@ def tokenize_group(specs: Sequence[ShardSpec]) -> list[dict]:
             done[spec.name] = {"entry": kept, "status": "verified", "seconds": 0.0}
         else:
             small.append(spec)
-            small_bytes += size
+            small_sizes.append(size)
     if len(small) > 1:
         with contextlib.suppress(Exception):  # anything unforeseen: every shard alone
-            results, _alone = tokenize_joined(small, small_bytes)
+            results, _alone = tokenize_joined(small, small_sizes)
             done.update((r["entry"]["name"], r) for r in results)
     out = []
     for spec in specs:
