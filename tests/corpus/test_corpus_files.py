@@ -120,5 +120,7 @@ def test_manifest_reads_back_with_one_entry_a_line():
     assert "ü" in text  # UTF-8, not \\u escapes, as before
     empty = {**manifest, "shards": []}
     assert json.loads(F.manifest_bytes(empty)) == empty
+    for only in ({"shards": entries}, {"shards": []}):
+        assert json.loads(F.manifest_bytes(only)) == only
     assert json.loads(F._json_bytes(entries[0])) == entries[0]
     assert F._json_bytes(entries[0]).count(b"\n") == 1

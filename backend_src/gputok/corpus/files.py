@@ -100,6 +100,8 @@ def manifest_bytes(manifest: dict) -> bytes:
         json.dumps(e, sort_keys=True, ensure_ascii=False) for e in manifest.get("shards", [])
     )
     shards = f'"shards": [\n  {rows}\n ]' if rows else '"shards": []'
+    if not head:
+        return f"{{\n {shards}\n}}\n".encode()
     return f"{text[:-2]},\n {shards}\n}}\n".encode()  # text ends "\n}"
 
 
