@@ -143,6 +143,37 @@ def test_a_shard_removed_mid_run_fails_alone_and_the_rest_are_written(tmp_path, 
     assert written == [f"shard_{k:05d}.bin" for k in (0, 2, 3, 4, 5)]
 
 
+def test_a_failing_native_read_leaves_the_files_to_their_own_readers(tmp_path, monkeypatch):
+    """Should the native call itself raise (out of memory, say), each file of its run is read
+    by its own reader and still joins the task's tokenizer calls: every shard is written by
+    the joined path, with the same files as a run that reads them together."""
+    from gputok.corpus import tasks as tasks_mod
+
+    inp = tmp_path / "in"
+    inp.mkdir()
+    for k in range(5):
+        (inp / f"p{k}.txt").write_bytes(f"doc {k}\x1e\nmore {k}\x1e\n".encode())
+    kw = {"progress": False, "log": lambda m: None, "device": "cpu", "num_threads": 1}
+    joined: dict[str, list] = {"ok": [], "out": []}
+    real = tasks_mod.tokenize_joined
+
+    def spy(specs, sizes):
+        results, alone = real(specs, sizes)
+        joined[os.path.basename(specs[0].out_dir)] += [r["entry"]["name"] for r in results]
+        return results, alone
+
+    def broken(*a, **k):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(tasks_mod, "tokenize_joined", spy)
+    C.tokenize_corpus(inp, tmp_path / "ok", text_separator="\x1e\n", in_process=True, **kw)
+    monkeypatch.setattr(_corpus_native, "read_text_files", broken)
+    C.tokenize_corpus(inp, tmp_path / "out", text_separator="\x1e\n", in_process=True, **kw)
+    assert len(joined["ok"]) >= 2 and sorted(joined["out"]) == sorted(joined["ok"])
+    for f in sorted((tmp_path / "ok").glob("shard_*")):
+        assert (tmp_path / "out" / f.name).read_bytes() == f.read_bytes()
+
+
 def test_text_runs_take_plain_text_up_to_the_target():
     def spec(path, fmt="text", sep="\n"):
         return C.ShardSpec(path=path, format=fmt, text_separator=sep)
