@@ -68,8 +68,9 @@ int64_t split_file(const std::vector<uint8_t>& data, int64_t a, int64_t b, const
     start = a + i + k;
   }
   // The piece after the last separator, unless it is empty and not the only piece.
-  if (at.empty() || start != b) spans.insert(spans.end(), {start, b});
-  return int64_t(at.size()) + ((at.empty() || start != b) ? 1 : 0);
+  const bool tail = at.empty() || start != b;
+  if (tail) spans.insert(spans.end(), {start, b});
+  return int64_t(at.size()) + (tail ? 1 : 0);
 }
 
 }  // namespace

@@ -125,12 +125,17 @@ def warm_worker(device: str = "auto", gpus: int = 0, gpu_by_worker_name: bool = 
     return _tokenizer(device, _worker_device_id(spec)).device
 
 
+def _source(size: int, mtime_ns: int) -> dict:
+    """A manifest entry's record of its input file."""
+    return {"source_bytes": size, "source_mtime_ns": mtime_ns}
+
+
 def _source_stat(path: str) -> dict:
     try:
         st = os.stat(path)
     except OSError as e:
         raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
-    return {"source_bytes": st.st_size, "source_mtime_ns": st.st_mtime_ns}
+    return _source(st.st_size, st.st_mtime_ns)
 
 
 def _resumable(spec: ShardSpec, entry: dict | None, settings_sha: str) -> bool:
