@@ -111,41 +111,63 @@ def _at(fmt: str, values: list[int]) -> Callable[[int], str]:
     return lambda i: fmt.format(values[i])
 
 
-def _prefetch(it: Iterator, depth: int = 2) -> Iterator:
-    """Run ``it`` in a thread, ``depth`` items ahead: parsing overlaps tokenization (which
-    releases the GIL). Exceptions re-raise in the consumer."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    done = object()
-    stop = threading.Event()
+class _Prefetch:
+    """Runs ``it`` on a thread of its own, ``depth`` items ahead: parsing overlaps
+    tokenization (which releases the GIL). The thread starts at once, not at the first
+    ``next``: a task reads its first batches while the tokenizer it waits for is still being
+    built (tokenize_corpus in process). Exceptions re-raise in the consumer; ``close()`` (use
+    ``contextlib.closing``) stops the thread, iterated or not."""
 
-    def put(msg) -> bool:
+    _DONE = object()
+
+    def __init__(self, it: Iterator, depth: int = 2):
+        self._q: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._ended = False
+        self._thread = threading.Thread(
+            target=self._run, args=(it,), name="gputok-corpus-reader", daemon=True
+        )
+        self._thread.start()
+
+    def _put(self, msg) -> bool:
         """Hand ``msg`` over unless the consumer has gone (then never block: exit)."""
-        while not stop.is_set():
+        while not self._stop.is_set():
             try:
-                q.put(msg, timeout=0.1)
+                self._q.put(msg, timeout=0.1)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def run():
+    def _run(self, it: Iterator) -> None:
         try:
             for item in it:
-                if not put(("ok", item)):
+                if not self._put(("ok", item)):
                     return
-            put(("ok", done))
+            self._put(("ok", self._DONE))
         except BaseException as e:  # noqa: BLE001 - handed to the consumer
-            put(("err", e))
+            self._put(("err", e))
 
-    t = threading.Thread(target=run, name="gputok-corpus-reader", daemon=True)
-    t.start()
-    try:
-        while True:
-            kind, item = q.get()
-            if kind == "err":
-                raise item
-            if item is done:
-                return
-            yield item
-    finally:
-        stop.set()
+    def __iter__(self) -> _Prefetch:
+        return self
+
+    def __next__(self):
+        if self._ended:
+            raise StopIteration
+        kind, item = self._q.get()
+        if kind == "err" or item is self._DONE:
+            self.close()
+        if kind == "err":
+            raise item
+        if item is self._DONE:
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        self._ended = True
+        self._stop.set()
+
+
+def _prefetch(it: Iterator, depth: int = 2) -> _Prefetch:
+    """``it`` read ahead on a thread started now (_Prefetch)."""
+    return _Prefetch(it, depth)

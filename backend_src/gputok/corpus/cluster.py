@@ -112,6 +112,22 @@ def default_in_process_threads(gpus: int, cores: int | None = None) -> int:
     return max(1, min(MAX_IN_PROCESS_GPU_THREADS, cores // 2))
 
 
+# H100, 16-core host, 2026-11-28, 1 GB in 10 shards of 100 MB, 8 / 10 / 16 at once (medians
+# of 3): Parquet 1.91 / 1.65 / 1.73 s, text 1.74 / 1.58 / 1.58, JSONL 1.96 / 1.77 / 1.80; in
+# 48 shards of 20 MB 1.46 / 1.48 / 1.43. Grouped small shards gained nothing from one round:
+# 1 GB in 1 MB shards, 16 tasks, 16 / 8 at once: text 1.70 / 1.66 s, JSONL 2.60 / 2.42,
+# Parquet 2.36 / 2.26 (bench/results/2026-11-28-corpus-startup-h100.md).
+def in_process_threads(base: int, gpus: int, groups: list, cores: int | None = None) -> int:
+    """Shards at once for a run in this process of the tasks ``groups`` (lists of shards),
+    ``base`` by default (default_in_process_threads). On a GPU, where every task is one
+    shard and they are more than ``base`` but no more than the cores: all of them (one
+    round, no tail of a few large shards running alone). Grouped shards need no such rule:
+    group_specs makes two tasks or more a thread."""
+    cores = cores or _cpu_count()
+    one_each = all(len(g) == 1 for g in groups)
+    return len(groups) if gpus > 0 and one_each and base < len(groups) <= cores else base
+
+
 @dataclasses.dataclass(frozen=True)
 class _ClusterOptions:
     """How to reach or start the cluster (tokenize_corpus's and local_cluster's arguments)."""

@@ -39,7 +39,7 @@ from .shard import (
     _source_stat,
     _timed,
     _tokenizer,
-    _worker_device_id,
+    _where,
     _worker_io,
     commit_shard,
     open_outputs,
@@ -81,11 +81,11 @@ class _Call:
     spans: np.ndarray
 
 
-def _read_part(spec: ShardSpec, tok) -> _Part | None:
+def _read_part(spec: ShardSpec, where) -> _Part | None:
     """``spec``'s documents as a _Part, or None when the shard must go alone (the
     line-by-line JSONL path, which yields str documents; more than JOIN_MAX_TEXT_BYTES of
-    text or spans). Reader errors propagate."""
-    return _part_of(spec, _source_stat(spec.path), shard_batches(spec, tok, spec.batch_bytes))
+    text or spans). ``where``: the tokenizer's _Where. Reader errors propagate."""
+    return _part_of(spec, _source_stat(spec.path), shard_batches(spec, where, spec.batch_bytes))
 
 
 def _part_of(spec: ShardSpec, source: dict, batches) -> _Part | None:
@@ -114,15 +114,15 @@ def _part_of(spec: ShardSpec, source: dict, batches) -> _Part | None:
     return _Part(spec, source, pieces, sp, at, text, skipped_bad, skipped_empty)
 
 
-def _read_or_none(spec: ShardSpec, tok) -> _Part | None:
+def _read_or_none(spec: ShardSpec, where) -> _Part | None:
     try:
-        return _read_part(spec, tok)
+        return _read_part(spec, where)
     except Exception:  # noqa: BLE001 - tokenize_shard reads it again and names the error
         return None
 
 
 def _parts(
-    specs: Sequence[ShardSpec], sizes: Sequence[int], tok, target: int
+    specs: Sequence[ShardSpec], sizes: Sequence[int], where, target: int
 ) -> Iterator[tuple[ShardSpec, object]]:
     """(spec, its _Part or None) for every spec, in order: plain text files read together,
     about ``target`` bytes a native call (group_text.py); each other shard, and a text file
@@ -138,18 +138,18 @@ def _parts(
             yield spec, _part_of(spec, source, [batch])
         k += len(got)
         if len(got) < max(1, len(run)):  # not text, or not read together: its own reader
-            yield specs[k], _read_or_none(specs[k], tok)
+            yield specs[k], _read_or_none(specs[k], where)
             k += 1
 
 
 def _calls(
-    specs: Sequence[ShardSpec], sizes: Sequence[int], tok, target: int, alone: list
+    specs: Sequence[ShardSpec], sizes: Sequence[int], where, target: int, alone: list
 ) -> Iterator[_Call]:
     """The shards' parts joined into calls of about ``target`` bytes (on the reader thread).
     Shards that must go alone are appended to ``alone``."""
     parts: list[_Part] = []
     size = 0
-    for spec, part in _parts(specs, sizes, tok, target):
+    for spec, part in _parts(specs, sizes, where, target):
         if part is None:
             alone.append(spec)
             continue
@@ -209,10 +209,10 @@ def tokenize_joined(specs: Sequence[ShardSpec], sizes: Sequence[int]) -> tuple[l
     that must go alone])."""
     group_bytes = int(sum(sizes))
     spec0 = specs[0]
-    _worker_io()
-    tok = _tokenizer(spec0.device, _worker_device_id(spec0))
+    _worker_io(spec0.format)
+    where = _where(spec0)
     sha = settings_digest(_settings(spec0))
-    target = _batch_target(spec0.batch_bytes, group_bytes, _min_batch_bytes(spec0, tok))
+    target = _batch_target(spec0.batch_bytes, group_bytes, _min_batch_bytes(spec0, where))
     eot = 50256 if spec0.eot else None
     kw = {
         "num_threads": spec0.num_threads,
@@ -224,11 +224,12 @@ def tokenize_joined(specs: Sequence[ShardSpec], sizes: Sequence[int]) -> tuple[l
     written: list = []
     stages = dict.fromkeys(STAGES, 0.0)
     t0 = time.perf_counter()
-    reader = _prefetch(_calls(specs, sizes, tok, target, alone))
+    reader = _prefetch(_calls(specs, sizes, where, target, alone))
     with (
         contextlib.closing(reader),  # on errors too: stops the reader thread now
         ThreadPoolExecutor(1, thread_name_prefix="gputok-corpus-writer") as writer,
     ):
+        tok = _tokenizer(spec0.device, where.device_id)  # it may be building: reading began
         pending: collections.deque = collections.deque()
         for call in _timed(reader, stages):
             t = time.perf_counter()

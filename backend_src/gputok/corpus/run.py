@@ -41,36 +41,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import os
 import time
 from collections.abc import Callable
 
 from ._common import DEFAULT_BATCH_BYTES, ERROR_POLICIES, MANIFEST, CorpusError
-from .cluster import (
-    _close_quietly,
-    _ClusterOptions,
-    _cpu_count,
-    _make_client,
-    default_in_process_threads,
-)
+from .cluster import _ClusterOptions
 from .decoders import parquet_decoder_for_run
 from .discovery import _SHARD_RE, plan_shards
 from .files import DEFAULT_HASH, _load_json, atomic_write_bytes, manifest_bytes, new_hasher
 from .manifest import _settings, build_manifest
 from .parquet import MAX_EXPANSION, PARQUET_DECODERS
 from .readers import check_field_sample
+from .runners import _building, _run_here, _run_on_cluster, _TaskPlan
 from .shard import sum_stages
 from .spec import ShardSpec
-from .tasks import (
-    DEFAULT_TASK_BYTES,
-    IN_PROCESS_BELOW_BYTES,
-    group_specs,
-    run_in_process,
-    run_on_client,
-    warm,
-    warm_all,
-)
+from .tasks import DEFAULT_TASK_BYTES, IN_PROCESS_BELOW_BYTES
 
 
 @dataclasses.dataclass
@@ -193,14 +179,7 @@ def tokenize_corpus(
     t_start = time.perf_counter()
     out_dir = os.path.abspath(os.fspath(out_dir))
     base, paths, fmt, names = plan_shards(inputs, format, exclude=out_dir)
-    if paths and fmt != "text":
-        check_field_sample(paths, fmt, field)
-    common = ShardSpec(
-        format=fmt, field=field, text_separator=text_separator, eot=eot, errors=errors,
-        skip_empty=skip_empty, max_expansion=max_expansion,
-    )  # fmt: skip
-    settings = _settings(common)
-    previous = _check_out_dir(out_dir, set(names), settings, overwrite)
+    sizes = [_file_size(p) for p in paths]
     opts = _ClusterOptions(
         scheduler=scheduler,
         n_workers=n_workers,
@@ -211,39 +190,33 @@ def tokenize_corpus(
         threads_per_worker=threads_per_worker,
         workers_per_gpu=workers_per_gpu,
     )
-    sizes = [_file_size(p) for p in paths]
-    task = {
-        "device": device,
-        "num_threads": num_threads,
-        "batch_bytes": batch_bytes,
-        "min_batch_bytes": min_batch_bytes,
-        "fsync": fsync,
-        "parquet_decoder": parquet_decoder_for_run(parquet_decoder, sum(sizes)),
-        "hash": hash,
-        "fault": _fault,
-    }
-    specs = [
-        shard_spec(common, p, base, n, out_dir, manifest_entry=previous.get(n), **task)
-        for p, n in zip(paths, names, strict=True)
-    ]
-    what = f"{fmt} shard(s) from {base} -> {out_dir}"
-    plan = _TaskPlan(sizes, int(task_bytes), what, progress)
-    here = _choose_in_process(in_process, in_process_below, client, opts, sum(plan.sizes))
-    runner = _run_here if here else functools.partial(_run_on_cluster, client)
-    results, failures, startup, tasks = runner(opts, specs, plan)
-    extra = {"startup": startup, "in_process": here, "tasks": tasks}
-    return _finish(out_dir, settings, base, fmt, names, results, failures, t_start, extra)
-
-
-@dataclasses.dataclass(frozen=True)
-class _TaskPlan:
-    """What running the specs needs besides them: each input's size, the target task size,
-    the run's description for the log, and whether to show progress."""
-
-    sizes: list[int]
-    task_bytes: int
-    what: str
-    progress: bool
+    here = _choose_in_process(in_process, in_process_below, client, opts, sum(sizes))
+    # In process, the tokenizer builds while the run checks its inputs and reads its first
+    # shards (start_tokenizer).
+    with _building(here and bool(paths), device) as build:
+        if paths and fmt != "text":
+            check_field_sample(paths, fmt, field)
+        common = ShardSpec(
+            format=fmt, field=field, text_separator=text_separator, eot=eot, errors=errors,
+            skip_empty=skip_empty, max_expansion=max_expansion,
+        )  # fmt: skip
+        settings = _settings(common)
+        previous = _check_out_dir(out_dir, set(names), settings, overwrite)
+        task = dict(device=device, num_threads=num_threads, batch_bytes=batch_bytes,
+                    min_batch_bytes=min_batch_bytes, fsync=fsync, hash=hash, fault=_fault,
+                    parquet_decoder=parquet_decoder_for_run(parquet_decoder, sum(sizes)))  # fmt: skip
+        specs = [
+            shard_spec(common, p, base, n, out_dir, manifest_entry=previous.get(n), **task)
+            for p, n in zip(paths, names, strict=True)
+        ]
+        what = f"{fmt} shard(s) from {base} -> {out_dir}"
+        plan = _TaskPlan(sizes, int(task_bytes), what, progress)
+        if here:
+            results, failures, startup, tasks = _run_here(build, opts, specs, plan)
+        else:
+            results, failures, startup, tasks = _run_on_cluster(client, opts, specs, plan)
+        extra = {"startup": startup, "in_process": here, "tasks": tasks}
+        return _finish(out_dir, settings, base, fmt, names, results, failures, t_start, extra)
 
 
 def _file_size(path: str) -> int:
@@ -268,84 +241,6 @@ def _choose_in_process(
     return not named and not shaped and total < below
 
 
-def _run_on_cluster(
-    client, opts: _ClusterOptions, specs: list[ShardSpec], plan: _TaskPlan
-) -> tuple[dict, list[str], dict]:
-    """Runs the specs on the given client, or on a cluster of our own (closed after); fills
-    in what the cluster decides: GPUs, GPU by worker name, and num_threads where None.
-    Returns (results, failures, start-up seconds: "cluster" to start or join it, "tokenizers"
-    for every worker to build its tokenizer, all at once; the number of tasks)."""
-    own = client is None
-    t0 = time.perf_counter()
-    client, cluster, gpus, by_name = _open_client(client, opts)
-    startup = {"cluster": time.perf_counter() - t0}
-    try:
-        workers, slots = _slots(client)
-        num_threads = specs[0].num_threads if specs else 0
-        if num_threads is None:
-            # Each Dask thread makes one tokenizer call at a time: split the cores among all
-            # of them (no oversubscription). On a remote cluster 0 = all cores; there calls
-            # of more than 1 thread take turns on the tokenizer's pool.
-            num_threads = max(1, _cpu_count() // slots) if cluster is not None else 0
-        if opts.dashboard and client.dashboard_link:
-            opts.log(f"dask dashboard: {client.dashboard_link}")
-        specs = [
-            dataclasses.replace(
-                s, num_threads=int(num_threads), gpus=gpus, gpu_by_worker_name=by_name
-            )
-            for s in specs
-        ]
-        t1 = time.perf_counter()
-        if specs:
-            warm_all(client, specs[0])
-        startup["tokenizers"] = time.perf_counter() - t1
-        groups = group_specs(specs, plan.sizes, plan.task_bytes, slots)
-        opts.log(
-            f"tokenizing {len(specs)} {plan.what} on {workers} worker(s), {slots} shard(s) at a "
-            f"time, in {len(groups)} task(s); start-up {sum(startup.values()):.1f} s"
-        )
-        return (*run_on_client(client, groups, plan.progress), startup, len(groups))
-    finally:
-        if own:
-            _close_quietly(client, cluster)
-
-
-def _run_here(opts: _ClusterOptions, specs: list[ShardSpec], plan: _TaskPlan):
-    """Runs the specs in this process, with no cluster: ``threads`` shards at once sharing
-    this process's tokenizer (GPU 0 where the device is a GPU), each call on cores / threads
-    CPU threads unless num_threads says. Same results as _run_on_cluster."""
-    import gputok
-
-    gpus = 1 if opts.device != "cpu" and gputok.cuda_available()[0] else 0
-    threads = opts.threads_per_worker or default_in_process_threads(gpus)
-    num_threads = specs[0].num_threads if specs else 0
-    if num_threads is None:
-        num_threads = max(1, _cpu_count() // threads)
-    specs = [dataclasses.replace(s, num_threads=int(num_threads)) for s in specs]
-    t0 = time.perf_counter()
-    if specs:
-        warm(specs[0])
-    startup = {"tokenizers": time.perf_counter() - t0}
-    groups = group_specs(specs, plan.sizes, plan.task_bytes, threads)
-    opts.log(
-        f"tokenizing {len(specs)} {plan.what} in this process (no cluster), {threads} shard(s) "
-        f"at a time, in {len(groups)} task(s); start-up {startup['tokenizers']:.1f} s"
-    )
-    return (*run_in_process(groups, threads, plan.progress), startup, len(groups))
-
-
-def _open_client(client, opts: _ClusterOptions):
-    """(client, our local cluster or None, GPUs, GPU by worker name): the given client, or one
-    of our own (opts)."""
-    if client is None:
-        return _make_client(opts)
-    if opts.threads_per_worker is not None or opts.workers_per_gpu is not None:
-        opts.log(
-            "threads_per_worker / workers_per_gpu: ignored, the given client keeps its workers"
-        )
-    return (client, None, *getattr(client, "_gputok_gpu_info", (0, False)))
-
-
 def _check_run_args(
     parquet_decoder: str, errors: str, hash: str, device: str, max_expansion: float
 ) -> None:  # noqa: A002
@@ -360,13 +255,6 @@ def _check_run_args(
     new_hasher(hash)  # an unknown name, or xxhash missing here, fails before any work
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
-
-
-def _slots(client) -> tuple[int, int]:
-    """(workers, Dask threads in all) of the client's cluster."""
-    info = client.scheduler_info(n_workers=-1).get("workers", {})
-    workers = max(1, len(info))
-    return workers, max(workers, sum(int(w.get("nthreads") or 1) for w in info.values()))
 
 
 def _finish(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import os
 import signal
 import threading
@@ -80,6 +81,50 @@ def _tokenizer(device: str, device_id: int):
         return tok
 
 
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """Where this process's tokenizer for a spec runs its calls ("cuda" or "cpu", and the
+    GPU), known before the tokenizer is built: what chooses by device (the Parquet decoder,
+    the smallest batch) takes it, so a task reads while the tokenizer builds."""
+
+    device: str
+    device_id: int
+
+
+def _where(spec: ShardSpec) -> _Where:
+    """The built tokenizer's device, or the one gputok.gpt2 will give: the GPU unless
+    device="cpu" or (for "auto") no GPU is usable."""
+    device_id = _worker_device_id(spec)
+    tok = _TOKENIZERS.get((spec.device, device_id))
+    if tok is not None:
+        return _Where(tok.device, device_id)
+    if spec.device == "cpu":
+        return _Where("cpu", device_id)
+    import gputok
+
+    gpu = spec.device == "cuda" or gputok.cuda_available()[0]
+    return _Where("cuda" if gpu else "cpu", device_id)
+
+
+def start_tokenizer(spec: ShardSpec) -> threading.Thread:
+    """Build this process's tokenizer for ``spec`` on a thread of its own, which it returns
+    (its ``seconds``: the build's). The build releases the GIL (the driver's start, the
+    device tables): 0.4-0.5 s on the H100 host (2026-11-27), which a run in process spends
+    reading its first shards instead of waiting. Tasks wait for it in _tokenizer. A build
+    that fails here fails again, named, in the first task that needs it."""
+
+    def build() -> None:
+        t0 = time.perf_counter()
+        with contextlib.suppress(Exception):  # the tasks meet it again and report it
+            _tokenizer(spec.device, _worker_device_id(spec))
+        thread.seconds = time.perf_counter() - t0  # type: ignore[attr-defined]
+
+    thread = threading.Thread(target=build, name="gputok-corpus-build", daemon=True)
+    thread.seconds = 0.0  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
 def sum_stages(results) -> dict:
     """Per stage (STAGES), the seconds that ``tokenize_shard`` results spent in it, summed
     (results of verified shards have none), and under "task" the written shards' whole task
@@ -93,14 +138,16 @@ def sum_stages(results) -> dict:
 _IO_READY = False
 
 
-def _worker_io() -> None:
+def _worker_io(fmt: str = "parquet") -> None:
     """Give Arrow's decoding pool this process's cores, once. Dask's nanny starts workers
     with OMP_NUM_THREADS=1 (for BLAS), and Arrow sizes its CPU pool from that variable too,
     so Parquet shards were decoded on one thread per worker: on the H200 host (2026-11-22) a
     GPU worker spent 5.4 s of its shards' time waiting for the reader against 0.9 s
-    encoding, and ran at 0.30 GB/s where the same pipeline in one process reached 0.76."""
+    encoding, and ran at 0.30 GB/s where the same pipeline in one process reached 0.76.
+    Nothing for ``fmt`` "text", which Arrow never reads: importing pyarrow took 140 ms of a
+    text run on the dev VM (2026-11-28, python -X importtime)."""
     global _IO_READY
-    if _IO_READY:
+    if _IO_READY or fmt == "text":
         return
     _IO_READY = True
     try:
@@ -111,12 +158,12 @@ def _worker_io() -> None:
         pa.set_cpu_count(_cpu_count())
 
 
-def _min_batch_bytes(spec: ShardSpec, tok) -> int:
-    """The run's minimum batch, or by device: GPU_MIN_BATCH_BYTES on the GPU, else
-    MIN_BATCH_BYTES."""
+def _min_batch_bytes(spec: ShardSpec, where) -> int:
+    """The run's minimum batch, or by the device of ``where`` (a _Where or a tokenizer):
+    GPU_MIN_BATCH_BYTES on the GPU, else MIN_BATCH_BYTES."""
     if spec.min_batch_bytes is not None:
         return max(1, int(spec.min_batch_bytes))
-    return GPU_MIN_BATCH_BYTES if getattr(tok, "device", "cpu") == "cuda" else MIN_BATCH_BYTES
+    return GPU_MIN_BATCH_BYTES if getattr(where, "device", "cpu") == "cuda" else MIN_BATCH_BYTES
 
 
 def warm_worker(device: str = "auto", gpus: int = 0, gpu_by_worker_name: bool = False) -> str:
@@ -176,12 +223,11 @@ def tokenize_shard(spec: ShardSpec, *, scan_stale: bool = True) -> dict:
     if kept is not None:
         return {"entry": kept, "status": "verified", "seconds": time.perf_counter() - t0}
 
-    _worker_io()
-    tok = _tokenizer(spec.device, _worker_device_id(spec))
+    _worker_io(spec.format)
     source = _source_stat(spec.path)
     bin_f, idx_f = open_outputs(spec)
     try:
-        counts, stages = _pipeline(spec, tok, bin_f, idx_f)
+        counts, stages, tok = _pipeline(spec, bin_f, idx_f)
         t_fin = time.perf_counter()
         entry = commit_shard(spec, settings_sha, source, counts, bin_f, idx_f)
         stages["finish"] += time.perf_counter() - t_fin
@@ -269,22 +315,25 @@ def _remove_stale_all(out_dir: str, names: set[str]) -> None:
             os.unlink(path)
 
 
-def _pipeline(spec: ShardSpec, tok, bin_f: _HashedFile, idx_f: _HashedFile) -> tuple[dict, dict]:
+def _pipeline(spec: ShardSpec, bin_f: _HashedFile, idx_f: _HashedFile) -> tuple[dict, dict, object]:
     """Read, tokenize and write the shard's batches: (the entry's counts, the seconds this
     task's thread spent in each stage: waiting for the reader, encoding, waiting for the
-    writer; where a run's time goes, bench_corpus.py). Three stages overlap: the reader
-    thread parses batch k+1, this thread tokenizes batch k (gputok releases the GIL), the
-    writer thread packs and writes batch k-1."""
+    writer, where a run's time goes, bench_corpus.py; the tokenizer). Three stages overlap:
+    the reader thread parses batch k+1, this thread tokenizes batch k (gputok releases the
+    GIL), the writer thread packs and writes batch k-1. The reader starts before this
+    thread takes the tokenizer, which may still be building (start_tokenizer)."""
     eot = 50256 if spec.eot else None
     counts = dict.fromkeys(
         ("documents", "tokens", "text_bytes", "skipped_invalid_utf8", "skipped_empty"), 0
     )
     stages = dict.fromkeys(STAGES, 0.0)
-    reader = _prefetch(shard_batches(spec, tok, _min_batch_bytes(spec, tok)))
+    where = _where(spec)
+    reader = _prefetch(shard_batches(spec, where, _min_batch_bytes(spec, where)))
     with (
         contextlib.closing(reader),  # on errors too: stops the reader thread now
         ThreadPoolExecutor(1, thread_name_prefix="gputok-corpus-writer") as writer,
     ):
+        tok = _tokenizer(spec.device, where.device_id)
         pending: collections.deque = collections.deque()
         for k, batch in enumerate(_timed(reader, stages)):
             t_got = time.perf_counter()
@@ -314,12 +363,12 @@ def _pipeline(spec: ShardSpec, tok, bin_f: _HashedFile, idx_f: _HashedFile) -> t
         while pending:
             pending.popleft().result()
         stages["write_wait"] += time.perf_counter() - t_wait
-    return counts, stages
+    return counts, stages, tok
 
 
-def shard_batches(spec: ShardSpec, tok, min_batch_bytes: int) -> Iterator:
-    """The shard's batches (read_shard with the spec's settings; Parquet decoded for ``tok``'s
-    device)."""
+def shard_batches(spec: ShardSpec, where, min_batch_bytes: int) -> Iterator:
+    """The shard's batches (read_shard with the spec's settings; Parquet decoded for the
+    device of ``where``, a _Where or a tokenizer)."""
     return read_shard(
         spec.path,
         spec.format,
@@ -328,7 +377,7 @@ def shard_batches(spec: ShardSpec, tok, min_batch_bytes: int) -> Iterator:
         errors=spec.errors,
         batch_bytes=spec.batch_bytes,
         min_batch_bytes=min_batch_bytes,
-        parquet_decoder=_parquet_decoder(spec.parquet_decoder, tok),
+        parquet_decoder=_parquet_decoder(spec.parquet_decoder, where),
         max_expansion=spec.max_expansion,
     )
 
