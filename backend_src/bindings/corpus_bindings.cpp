@@ -15,6 +15,7 @@
 #include "../csrc/corpus/pack.h"
 #include "../csrc/corpus/parquet.h"
 #include "../csrc/corpus/read_files.h"
+#include "../csrc/corpus/read_jsonl.h"
 #include "../csrc/corpus/split.h"
 #include "../csrc/gpu_errors.h"
 #include "../csrc/narrow.h"
@@ -139,6 +140,22 @@ py::tuple read_text_files_py(const std::vector<std::string>& paths, const py::ob
   return py::make_tuple(to_numpy(std::move(r.data)), to_numpy(std::move(r.ends)),
                         to_numpy(std::move(r.mtime_ns)), spans, to_numpy(std::move(r.docs)),
                         r.failed, r.error);
+}
+
+// A joined call's JSONL files (read_jsonl.h): (data uint8, spans (n, 2), docs, sizes,
+// mtime_ns, failed, error, offset), arrays over the vectors; the GIL released while reading.
+py::tuple read_jsonl_files_py(const std::vector<std::string>& paths, const std::string& field,
+                              int64_t max_bytes, int64_t reserve) {
+  JsonlFiles r;
+  {
+    py::gil_scoped_release release;
+    r = read_jsonl_files(paths, field, max_bytes, reserve);
+  }
+  const auto n_spans = py::ssize_t(r.spans.size() / 2);
+  auto spans = to_numpy(std::move(r.spans)).reshape({n_spans, py::ssize_t(2)});
+  return py::make_tuple(to_numpy(std::move(r.data)), spans, to_numpy(std::move(r.docs)),
+                        to_numpy(std::move(r.sizes)), to_numpy(std::move(r.mtime_ns)), r.failed,
+                        r.error, r.offset);
 }
 
 void bind_parquet(py::module_& m) {
@@ -268,4 +285,7 @@ PYBIND11_MODULE(_corpus_native, m) {
   m.def("find_separators", &find_separators_py, py::arg("data"), py::arg("sep"));
   m.def("read_text_files", &read_text_files_py, py::arg("paths"), py::arg("sep"),
         py::arg("max_bytes"), py::arg("reserve") = 0);
+  m.def("read_jsonl_files", &read_jsonl_files_py, py::arg("paths"), py::arg("field"),
+        py::arg("max_bytes"), py::arg("reserve") = 0);
+  m.attr("JSONL_NOT_PLAIN") = kJsonlNotPlain;
 }

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from gputok import _corpus_native
 from gputok import corpus as C
-from gputok.corpus import group_text
+from gputok.corpus import group_files
 
 SEPS = [None, b"\x1e\n", b"\n", b"a", b"aa", b"\n\n", b"ab" * 6]  # the last takes memmem
 
@@ -186,8 +186,11 @@ def test_text_runs_take_plain_text_up_to_the_target():
         spec("e.jsonl", "jsonl"),
     ]
     sizes = [10, 10, 10, 10, 10]
-    assert [s.path for s in group_text.text_run(specs, sizes, 0, 15)] == ["a.txt", "b.txt"]
-    assert [s.path for s in group_text.text_run(specs, sizes, 0, 100)] == ["a.txt", "b.txt"]
-    assert group_text.text_run(specs, sizes, 2, 100) == []  # compressed: its own reader
-    assert [s.path for s in group_text.text_run(specs, sizes, 3, 100)] == ["d.txt"]
-    assert group_text.text_run([spec("x.txt", sep="")], [1], 0, 100) == []
+    assert [s.path for s in group_files.files_run(specs, sizes, 0, 15)] == ["a.txt", "b.txt"]
+    assert [s.path for s in group_files.files_run(specs, sizes, 0, 100)] == ["a.txt", "b.txt"]
+    assert group_files.files_run(specs, sizes, 2, 100) == []  # compressed: its own reader
+    assert [s.path for s in group_files.files_run(specs, sizes, 3, 100)] == ["d.txt"]
+    assert group_files.files_run([spec("x.txt", sep="")], [1], 0, 100) == []
+    assert [s.path for s in group_files.files_run(specs, sizes, 4, 100)] == ["e.jsonl"]
+    assert group_files.files_run([spec("x.jsonl.gz", "jsonl")], [1], 0, 100) == []
+    assert group_files.files_run([spec("x.parquet", "parquet")], [1], 0, 100) == []

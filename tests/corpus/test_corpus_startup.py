@@ -106,7 +106,7 @@ def _shards(tmp_path, n: int) -> list[str]:
 
 
 def test_joined_shards_are_read_while_the_tokenizer_builds(tmp_path, monkeypatch, slow_build):
-    reads = _reads(monkeypatch, group, "read_text_run")
+    reads = _reads(monkeypatch, group, "read_files_run")
     run = C.tokenize_corpus(
         _shards(tmp_path, 6), tmp_path / "out", format="text", device="cpu",
         in_process=True, progress=False, log=lambda m: None, num_threads=1,

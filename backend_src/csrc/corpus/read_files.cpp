@@ -22,8 +22,10 @@ struct Fd {
   }
 };
 
-// Appends the file's bytes to out (never past limit bytes in all): 0, or an errno.
-int read_one(const std::string& path, std::vector<uint8_t>& out, size_t limit, int64_t& mtime) {
+}  // namespace
+
+int read_file_append(const std::string& path, std::vector<uint8_t>& out, size_t limit,
+                     int64_t& mtime) {
   if (path.empty() || path.find('\0') != std::string::npos) return EINVAL;
   const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) return errno;
@@ -51,6 +53,8 @@ int read_one(const std::string& path, std::vector<uint8_t>& out, size_t limit, i
   out.resize(got);
   return 0;
 }
+
+namespace {
 
 // The documents of data[a, b) (one file) as spans, appended; returns how many.
 int64_t split_file(const std::vector<uint8_t>& data, int64_t a, int64_t b, const std::string& sep,
@@ -87,7 +91,7 @@ TextFiles read_text_files(const std::vector<std::string>& paths, const std::stri
   for (size_t i = 0; i < paths.size(); ++i) {
     const auto a = int64_t(r.data.size());
     int64_t mtime = 0;
-    const int err = read_one(paths[i], r.data, limit, mtime);
+    const int err = read_file_append(paths[i], r.data, limit, mtime);
     if (err != 0) {
       r.data.resize(size_t(a));
       r.failed = int64_t(i);

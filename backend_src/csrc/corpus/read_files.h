@@ -29,6 +29,11 @@ struct TextFiles {
                                   // EFBIG past max_bytes
 };
 
+// Appends the bytes of the regular file at path to out (out never past limit bytes) and sets
+// mtime_ns: 0, or an errno (EINVAL not a regular file or a bad path, EFBIG past limit).
+int read_file_append(const std::string& path, std::vector<uint8_t>& out, size_t limit,
+                     int64_t& mtime_ns);
+
 // Reads paths in order until one fails or all are read. Each file's documents are as
 // readers.read_text makes them: with split, the pieces between non-overlapping occurrences of
 // sep (bytes.split's), a final empty piece dropped unless it is the only one; without, the

@@ -32,7 +32,7 @@ import numpy as np
 
 from ._common import STAGES
 from .batch import _batch_target, _prefetch
-from .group_text import read_text_run, text_run
+from .group_files import files_run, read_files_run
 from .manifest import _settings, settings_digest
 from .shard import (
     _min_batch_bytes,
@@ -124,20 +124,20 @@ def _read_or_none(spec: ShardSpec, where) -> _Part | None:
 def _parts(
     specs: Sequence[ShardSpec], sizes: Sequence[int], where, target: int
 ) -> Iterator[tuple[ShardSpec, object]]:
-    """(spec, its _Part or None) for every spec, in order: plain text files read together,
-    about ``target`` bytes a native call (group_text.py); each other shard, and a text file
-    that call could not read, by its own reader."""
+    """(spec, its _Part or None) for every spec, in order: plain text and JSONL files read
+    together, about ``target`` bytes a native call (group_files.py); each other shard, and a
+    file that call could not read or decide, by its own reader."""
     k = 0
     while k < len(specs):
-        run = text_run(specs, sizes, k, target)
+        run = files_run(specs, sizes, k, target)
         try:
-            got = read_text_run(run, sizes[k : k + len(run)]) if run else []
+            got = read_files_run(run, sizes[k : k + len(run)]) if run else []
         except Exception:  # noqa: BLE001 - anything unforeseen: this file by its own reader
             got = []
         for spec, (source, batch) in zip(run, got, strict=False):
             yield spec, _part_of(spec, source, [batch])
         k += len(got)
-        if len(got) < max(1, len(run)):  # not text, or not read together: its own reader
+        if len(got) < max(1, len(run)):  # not read together: its own reader
             yield specs[k], _read_or_none(specs[k], where)
             k += 1
 

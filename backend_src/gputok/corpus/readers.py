@@ -90,13 +90,17 @@ def read_jsonl(
     """JSON Lines: one object per line, the document is string field ``field``. Blank lines
     are skipped. Invalid UTF-8 in a line follows ``errors`` (strict / replace / skip line).
 
-    Fast path: uncompressed files up to JSONL_FAST_MAX_BYTES are parsed whole by Arrow's
-    multi-threaded JSON reader. Anything it does not take cleanly (a missing or non-string
-    field, duplicate keys, invalid UTF-8, lone surrogate escapes, odd JSON) sends the whole
-    file down the line-by-line Python path, which decides and names the line; so both paths
-    give the same documents or the same error.
+    Fast paths, for uncompressed files up to JSONL_FAST_MAX_BYTES: gputok's native reader
+    (csrc/corpus/read_jsonl.cpp), which takes the field out of every record it parses the
+    way json.loads does and hands anything else back; then Arrow's multi-threaded JSON
+    reader. Anything neither takes cleanly (a missing or non-string field, duplicate keys,
+    invalid UTF-8, lone surrogate escapes, odd JSON) sends the whole file down the
+    line-by-line Python path, which decides and names the line; so every path gives the same
+    documents or the same error.
     """
-    fast = _read_jsonl_arrow(path, field, batch_bytes, min_batch_bytes)
+    fast = _read_jsonl_native(path, field, batch_bytes, min_batch_bytes)
+    if fast is None:
+        fast = _read_jsonl_arrow(path, field, batch_bytes, min_batch_bytes)
     if fast is not None:
         yield from fast
         return
@@ -114,6 +118,41 @@ JSONL_MAX_BLOCK_BYTES = 64 << 20
 def _jsonl_block_bytes(size: int, cores: int) -> int:
     """Arrow's block size for a JSONL file of ``size`` bytes read on ``cores`` threads."""
     return max(JSONL_MIN_BLOCK_BYTES, min(JSONL_MAX_BLOCK_BYTES >> 2, -(-size // max(1, cores))))
+
+
+def _read_jsonl_native(
+    path: str, field: str, batch_bytes: int, min_batch_bytes: int = MIN_BATCH_BYTES
+) -> Iterator[Batch] | None:
+    """Batches from the native reader, or None where it does not decide the file (or cannot
+    read it: the next reader names the error). The file is read whole before the first
+    batch, as Arrow's path reads it."""
+    if _split_ext(path)[1] is not None:
+        return None
+    try:
+        size = os.path.getsize(path)
+        name = field.encode("utf-8")
+        from gputok import _corpus_native
+    except (OSError, UnicodeEncodeError, ImportError):
+        return None
+    if size > JSONL_FAST_MAX_BYTES:
+        return None
+    got = _corpus_native.read_jsonl_files(
+        [path], name, max_bytes=size + (size >> 2) + (1 << 20), reserve=size
+    )
+    data, spans, failed = got[0], got[1], got[5]
+    if failed != -1:
+        return None
+
+    def batches() -> Iterator[Batch]:
+        n = len(spans)
+        target = _batch_target(batch_bytes, len(data), min_batch_bytes)
+        rows = max(1, int(target // max(1, len(data) // max(n, 1))))
+        for a in range(0, n, rows):
+            yield Batch(
+                None, lambda i, r=a: f"{path}: record {r + i}", 0, data, spans[a : a + rows]
+            )
+
+    return batches()
 
 
 def _read_jsonl_arrow(
