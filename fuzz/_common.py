@@ -12,9 +12,11 @@ Run one directly (the editable build) or through ``make sanitize`` (the ASan+UBS
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -26,6 +28,37 @@ REPO = Path(__file__).resolve().parents[1]
 
 class Finding(AssertionError):
     """The code under test broke its contract on this input."""
+
+
+@contextlib.contextmanager
+def scratch_folder():
+    """A temporary folder for a harness's files, holding ``a-folder`` (a path that is not a
+    regular file); removed after."""
+    with tempfile.TemporaryDirectory(prefix="gputok-fuzz-") as folder:
+        root = Path(folder)
+        (root / "a-folder").mkdir()
+        yield root
+
+
+def some_files(
+    rng: random.Random, root: Path, name: str, count: int, body: Callable[[], bytes], bad: float
+) -> tuple[list[str], list[bytes | None]]:
+    """``count`` paths under ``root`` (files ``name-k`` holding ``body()``), each instead, with
+    probability ``bad``, a path that is not a readable regular file (missing, a folder, empty,
+    NUL-bearing), its body None."""
+    paths: list[str] = []
+    bodies: list[bytes | None] = []
+    for k in range(count):
+        if rng.random() < bad:
+            paths.append(rng.choice([str(root / "missing"), str(root / "a-folder"), "", "a\0b"]))
+            bodies.append(None)
+            continue
+        data = body()
+        path = root / f"{name}-{k}"
+        path.write_bytes(data)
+        paths.append(str(path))
+        bodies.append(data)
+    return paths, bodies
 
 
 def _use_sanitized_build() -> None:

@@ -15,35 +15,28 @@ import errno
 import json
 import random
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Finding, parse_args, run  # noqa: E402
+from _common import Finding, parse_args, run, scratch_folder, some_files  # noqa: E402
 
-FIELDS = [b"text", b"", b"t\xc3\xa9xt", b"a\"b", b"te\\u0078t", b"\xff"]
+FIELDS = [b"text", b"", b"t\xc3\xa9xt", b'a"b', b"te\\u0078t", b"\xff"]
 EDITS = [b'"', b"\\", b"\\u", b"\\ud800", b"\\udc00", b"{", b"}", b"[", b"]", b",", b":",
          b"\n", b"\r", b"\x00", b"\xff", b"\xc3", b"\xe2\x82", b"NaN", b"1" * 50, b" "]  # fmt: skip
 
 
-def reference(data: bytes, field: bytes) -> list[bytes] | None:
-    """json.loads's documents, line by line (strict UTF-8), or None where it raises."""
+def reference(path: str, field: bytes) -> list[bytes] | None:
+    """The documents of gputok's line-by-line reader (json.loads, strict UTF-8; the one the
+    native reader hands undecided files to), or None where it refuses the file."""
+    from gputok.corpus import CorpusInputError
+    from gputok.corpus.readers import _read_jsonl_python
+
     name = field.decode("utf-8", "surrogateescape")  # a field no UTF-8 key can equal
-    docs = []
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            return None
-        if not isinstance(obj, dict) or not isinstance(obj.get(name), str):
-            return None
-        try:
-            docs.append(obj[name].encode("utf-8"))
-        except UnicodeEncodeError:
-            return None
-    return docs
+    try:
+        docs = [d for b in _read_jsonl_python(path, name, "strict", 1 << 30) for d in b.docs]
+        return [d.encode("utf-8") for d in docs]
+    except (CorpusInputError, RecursionError, UnicodeEncodeError):
+        return None
 
 
 def _value(rng: random.Random, depth: int = 0):
@@ -78,23 +71,13 @@ def main() -> int:
     args = parse_args()
     from gputok import _corpus_native as native
 
-    with tempfile.TemporaryDirectory(prefix="gputok-fuzz-") as folder:
-        root = Path(folder)
-        (root / "a-folder").mkdir()
+    with scratch_folder() as root:
 
         def one(rng: random.Random, i: int) -> None:
             field = rng.choice(FIELDS)
-            paths, bodies = [], []
-            for k in range(rng.randint(0, 5)):
-                if rng.random() < 0.05:
-                    paths.append(rng.choice([str(root / "missing"), str(root / "a-folder"), "a\0b"]))
-                    bodies.append(None)
-                    continue
-                body = _body(rng, field)
-                path = root / f"{i}-{k}.jsonl"
-                path.write_bytes(body)
-                paths.append(str(path))
-                bodies.append(body)
+            paths, bodies = some_files(
+                rng, root, f"{i}.jsonl", rng.randint(0, 5), lambda: _body(rng, field), 0.05
+            )
             total = sum(len(b) for b in bodies if b is not None)
             max_bytes = rng.choice([0, 1, total // 2, total + len(paths) + 5, 1 << 30])
             data, spans, docs, sizes, _mt, failed, err, _at = native.read_jsonl_files(
@@ -108,7 +91,7 @@ def main() -> int:
                 if bodies[k] is None or size != len(bodies[k]):
                     raise Finding(f"file {k} read as {size} bytes")
                 got = [mv[a:z].tobytes() for a, z in spans[d : d + n].tolist()]
-                want = reference(bodies[k], field)
+                want = reference(paths[k], field)
                 if got != want:
                     raise Finding(f"file {k}: {got[:4]} != json.loads's {str(want)[:200]}")
                 d += n
@@ -126,7 +109,7 @@ def main() -> int:
                 if body is None:
                     raise Finding("a bad path called undecided")
                 return  # json.loads decides it (the general reader); nothing to compare
-            if body is None and err not in (errno.ENOENT, errno.EINVAL):
+            if body is None and err not in (errno.ENOENT, errno.EINVAL):  # "" or a NUL: EINVAL
                 raise Finding(f"a bad path failed with errno {err}")
             if body is not None and err != errno.EFBIG:
                 raise Finding(f"a readable file failed with errno {err}")

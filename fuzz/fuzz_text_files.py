@@ -14,11 +14,10 @@ from __future__ import annotations
 import errno
 import random
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Finding, parse_args, run  # noqa: E402
+from _common import Finding, parse_args, run, scratch_folder, some_files  # noqa: E402
 
 SEPS = [b"\x1e\n", b"\n", b"\n\n", b"a", b"aa", b"\xe3\x80\x82", b"ab" * 6]
 
@@ -45,29 +44,15 @@ def main() -> int:
     args = parse_args()
     from gputok import _corpus_native as native
 
-    with tempfile.TemporaryDirectory(prefix="gputok-fuzz-") as folder:
-        root = Path(folder)
-        (root / "a-folder").mkdir()
+    with scratch_folder() as root:
 
         def one(rng: random.Random, i: int) -> None:
             sep = rng.choice(
                 [None, *SEPS, bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 12)))]
             )
-            paths, bodies, bad = [], [], None
-            for k in range(rng.randint(0, 6)):
-                roll = rng.random()
-                if roll < 0.06:
-                    paths.append(
-                        rng.choice([str(root / "missing"), str(root / "a-folder"), "", "a\0b"])
-                    )
-                    bad = k if bad is None else bad
-                    bodies.append(None)
-                    continue
-                body = _body(rng, sep)
-                path = root / f"{i}-{k}.txt"
-                path.write_bytes(body)
-                paths.append(str(path))
-                bodies.append(body)
+            paths, bodies = some_files(
+                rng, root, f"{i}.txt", rng.randint(0, 6), lambda: _body(rng, sep), 0.06
+            )
             total = sum(len(b) for b in bodies if b is not None)
             max_bytes = rng.choice(
                 [0, 1, total // 2, total, total + 1, total + len(paths) + 5, 1 << 30]
