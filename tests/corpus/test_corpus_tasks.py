@@ -64,6 +64,21 @@ def test_group_specs_sizes_and_spread():
     assert [s for g in group_specs(specs, sizes, 1 << 30, slots=3) for s in g] == specs
 
 
+def test_regression_groups_even_out_to_a_multiple_of_the_threads():
+    """Groups of at most the target came out at 17 for 1 GB of 1 MB shards on 8 threads, the
+    last task running alone at the end: they are evened out to 16, each within a shard of
+    the others' bytes, in order."""
+    specs = [ShardSpec(name=f"s{k}") for k in range(949)]
+    sizes = [1_053_000] * 949
+    groups = group_specs(specs, sizes, 64 << 20, slots=8)
+    assert len(groups) == 16
+    assert [s for g in groups for s in g] == specs
+    counts = [len(g) for g in groups]
+    assert max(counts) - min(counts) <= 1
+    # a shard over the target keeps the greedy groups (it is a task alone)
+    assert len(group_specs(specs[:20], [10] * 19 + [10**6], 64 << 20, slots=2)) >= 2
+
+
 def test_startup_builds_every_workers_tokenizer_at_once(client):
     """Two workers each take 0.8 s to build their tokenizer (a test hook); they build at the
     same time, and the run reports that start-up apart from the shards."""

@@ -18,7 +18,9 @@ PARQUET_DECODERS = ("auto", "gputok", "gputok-gpu", "gputok-nvcomp", "arrow")
 # run pays the GPU decoder's set-up (py-spy: 0.19 s) and a round trip per row-group call on
 # the path to its first batches; a long one gains the host CPU that the GPU saves (0.4 CPU s
 # per GB of text against 1.7-2.2). Between 1 and 10 GB nothing was measured: the threshold
-# sits between them.
+# sits between them. Again on 2026-11-28, with the tokenizer built while the first shards are
+# read and the GPU decoder made beforehand on that thread too, 1 GB: 1 MB shards 1.91 / 2.10 s,
+# 4 MB 1.42 / 1.40, 20 MB 1.57 / 1.73, 100 MB 1.39 / 1.73 (made beforehand or not: the same).
 PARQUET_GPU_MIN_RUN_BYTES = 4 << 30
 
 

@@ -108,9 +108,9 @@ def _where(spec: ShardSpec) -> _Where:
 
 def start_tokenizer(spec: ShardSpec) -> threading.Thread:
     """Build this process's tokenizer for ``spec`` on a thread of its own, which it returns
-    (its ``seconds``: the build's). The build releases the GIL (the driver's start, the
-    device tables): 0.4-0.5 s on the H100 host (2026-11-27), which a run in process spends
-    reading its first shards instead of waiting. Tasks wait for it in _tokenizer. A build
+    (its ``seconds``: the build's). The build releases the GIL but for the vocabulary's
+    parse (the driver's start, the context, the device tables): 0.30-0.34 s on the H100 host
+    (2026-11-28), which a run in process spends reading its first shards instead of waiting. Tasks wait for it in _tokenizer. A build
     that fails here fails again, named, in the first task that needs it."""
 
     def build() -> None:
