@@ -16,6 +16,7 @@ except ImportError as e:  # pragma: no cover - only without a build
     raise ImportError(
         f"gputok's native extension is not built ({e}): run `make build` in the repository"
     ) from e
+from . import _recipe
 from ._encoding_api import (
     UnknownTokenError,
     encoding_for_model,
@@ -94,16 +95,19 @@ def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokeni
     before sleeping: 50 by default, 0: never spin), cpu_below_bytes and bytes_per_row (the CPU/GPU crossover; Tokenizer says
     how).
     """
-    return Tokenizer(
+    tok = Tokenizer(
         gpt2_vocab(), GPT2_SPECIALS, name="gpt2", device=device, algorithm=algorithm, **options
     )
+    return _recipe.record(tok, "gpt2", (), {"device": device, "algorithm": algorithm, **options})
 
 
 def load_tiktoken_file(path, special_tokens=None, *, name=None, **options) -> Tokenizer:
     """A Tokenizer from a tiktoken-format file (``base64 rank`` lines; rank == id)."""
     specials = GPT2_SPECIALS if special_tokens is None else special_tokens
     vocab, specials = vocab_from_tiktoken_file(path, specials)
-    return Tokenizer(vocab, specials, name=name or str(path), **options)
+    tok = Tokenizer(vocab, specials, name=name or str(path), **options)
+    kwargs = {"name": name, **options}
+    return _recipe.record(tok, "load_tiktoken_file", (path, special_tokens), kwargs)
 
 
 def load_hf_files(
@@ -111,10 +115,13 @@ def load_hf_files(
 ) -> Tokenizer:
     """A Tokenizer from GPT-2-style HF files: vocab.json (byte-mapped) and merges.txt."""
     vocab, specials = vocab_from_hf_files(vocab_json, merges_txt, special_tokens)
-    return Tokenizer(vocab, specials, name=name or str(vocab_json), **options)
+    tok = Tokenizer(vocab, specials, name=name or str(vocab_json), **options)
+    args = (vocab_json, merges_txt, special_tokens)
+    return _recipe.record(tok, "load_hf_files", args, {"name": name, **options})
 
 
 def load_tokenizer_json(path, *, name=None, **options) -> Tokenizer:
     """A Tokenizer from an HF tokenizer.json holding a byte-level BPE with GPT-2's pattern."""
     vocab, specials = vocab_from_tokenizer_json(path)
-    return Tokenizer(vocab, specials, name=name or str(path), **options)
+    tok = Tokenizer(vocab, specials, name=name or str(path), **options)
+    return _recipe.record(tok, "load_tokenizer_json", (path,), {"name": name, **options})

@@ -8,7 +8,7 @@ from typing import Literal
 
 import numpy as np
 
-from . import _core
+from . import _core, _recipe
 from ._encoding_api import EncodingAPI, UnknownTokenError
 from ._inputs import byte_buffer, token_array, token_id
 
@@ -70,6 +70,8 @@ class Tokenizer(EncodingAPI):
     ):
         self.name = name
         self.algorithm = algorithm
+        self._recipe = None  # how gputok built it, for pickle (_recipe.py); None: cannot
+        self._changed: dict = {}  # set_* calls since, by name: their arguments
         self._vocab = vocab
         self._special_tokens = dict(special_tokens)
         self._core = _core.Core(
@@ -113,6 +115,7 @@ class Tokenizer(EncodingAPI):
         if int(nbytes) < 0:
             raise ValueError(f"piece_cache_bytes must be >= 0 (0: no cache), got {nbytes!r}")
         self._core.set_piece_cache_bytes(int(nbytes))
+        self._changed["piece_cache_bytes"] = (int(nbytes),)
 
     # -- CPU thread pool ----------------------------------------------------------------
     def set_cpu_spin_us(self, us: int) -> None:
@@ -123,6 +126,7 @@ class Tokenizer(EncodingAPI):
         if isinstance(us, bool) or not isinstance(us, int) or not 0 <= us <= 10000:
             raise ValueError(f"cpu_spin_us must be an int in [0, 10000], got {us!r}")
         self._core.set_cpu_spin_us(us)
+        self._changed["cpu_spin_us"] = (us,)
 
     @property
     def cpu_spin_us(self) -> int:
@@ -413,6 +417,7 @@ class Tokenizer(EncodingAPI):
     def set_pool_limit(self, nbytes: int) -> None:
         """Caps the GPU memory pool; a request that needs more raises DeviceMemoryError."""
         self._core.set_pool_limit(int(nbytes))
+        self._changed["pool_limit"] = (int(nbytes),)
 
     def set_cpu_below_bytes(self, nbytes: int, per_row: int = 0) -> None:
         """On a GPU tokenizer, calls whose bytes of text plus ``rows * per_row`` are fewer than
@@ -420,6 +425,7 @@ class Tokenizer(EncodingAPI):
         ``set_cpu_below_bytes(*gputok.default_crossover())``: device="auto"'s measured rule.
         On a CPU tokenizer it raises ValueError (there is no GPU path to choose)."""
         self._core.set_crossover(int(nbytes), int(per_row))
+        self._changed["cpu_below_bytes"] = (int(nbytes), int(per_row))
 
     @property
     def crossover(self) -> tuple[int, int]:
@@ -434,6 +440,11 @@ class Tokenizer(EncodingAPI):
     def set_gpu_pretokenize(self, on: bool) -> None:
         """True: pieces are found on the device (default); False: on the CPU."""
         self._core.set_gpu_pretokenize(bool(on))
+        self._changed["gpu_pretokenize"] = (bool(on),)
+
+    def __reduce__(self):
+        """Pickles as the gputok call that built it and the set_* calls since (_recipe.py)."""
+        return _recipe.reduce(self)
 
 
 def _as_text_sequence(texts) -> Sequence:
