@@ -313,6 +313,8 @@ class Parser {
 
   // A string after its opening quote, to its closing one; with Out, its text written at w_:
   // a plain byte's 1 from its 1, an escape's 1-4 bytes from its 2-12, so w_ stays <= r_.
+  // The escape is decoded here, not by escape() (the keys' decoder): through escape() the
+  // bench corpus's 90 MB ran at 958-978 MB/s against 1,038-1,051 (dev VM, 2026-11-28).
   template <bool Out>
   bool string() {
     for (;;) {

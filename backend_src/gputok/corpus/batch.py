@@ -98,6 +98,12 @@ def _arrow_batch(arr, locate: Callable[[int], str]) -> Batch:
     return Batch(None, locate, 0, data, offsets, arr)
 
 
+def native_read_bound(want: int) -> dict:
+    """The native file readers' bounds for files of ``want`` bytes in all (their sizes a
+    moment ago): room for files that grew a little since, and the buffer's first size."""
+    return {"max_bytes": want + (want >> 2) + (1 << 20), "reserve": want}
+
+
 def _batch_target(
     batch_bytes: int, total_bytes: int, min_batch_bytes: int = MIN_BATCH_BYTES
 ) -> int:

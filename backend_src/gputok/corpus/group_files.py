@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .batch import Batch
+import numpy as np
+
+from .batch import Batch, native_read_bound
 from .discovery import _split_ext
 from .shard import _source
 from .spec import ShardSpec
@@ -60,8 +62,7 @@ def files_run(specs: Sequence[ShardSpec], sizes: Sequence[int], k: int, target: 
 def read_files_run(run: Sequence[ShardSpec], sizes: Sequence[int]) -> list[tuple[dict, Batch]]:
     """(source stat, Batch of its documents) of each file of ``run`` read, in order, up to the
     first that could not be read or decided (the rest are not read)."""
-    want = int(sum(sizes))
-    bound = {"max_bytes": want + (want >> 2) + (1 << 20), "reserve": want}  # files that grew
+    bound = native_read_bound(int(sum(sizes)))
     if run and run[0].format == "jsonl":
         return _read_jsonl_run(run, bound)
     return _read_text_run(run, bound)
@@ -74,7 +75,7 @@ def _read_text_run(run: Sequence[ShardSpec], bound: dict) -> list[tuple[dict, Ba
     data, ends, mtimes, spans, docs, _failed, _errno = _corpus_native.read_text_files(
         [s.path for s in run], None if sep is None else sep.encode("utf-8"), **bound
     )
-    sizes = [end - start for start, end in zip([0, *ends.tolist()], ends.tolist(), strict=False)]
+    sizes = np.diff(ends, prepend=0).tolist()
     return _batches(run, data, spans, docs.tolist(), sizes, mtimes.tolist(), "document")
 
 

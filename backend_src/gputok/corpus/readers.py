@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ._common import DEFAULT_BATCH_BYTES, MIN_BATCH_BYTES, CorpusInputError
-from .batch import Batch, _arrow_batch, _at, _batch_target
+from .batch import Batch, _arrow_batch, _at, _batch_target, native_read_bound
 from .discovery import _COMPRESSION, _split_ext, detect_format
 from .parquet import MAX_EXPANSION, read_parquet
 
@@ -120,6 +120,12 @@ def _jsonl_block_bytes(size: int, cores: int) -> int:
     return max(JSONL_MIN_BLOCK_BYTES, min(JSONL_MAX_BLOCK_BYTES >> 2, -(-size // max(1, cores))))
 
 
+def _jsonl_batch_rows(n: int, nbytes: int, batch_bytes: int, min_batch_bytes: int) -> int:
+    """Records a batch of a JSONL file read whole (``n`` records, ``nbytes`` of text)."""
+    target = _batch_target(batch_bytes, nbytes, min_batch_bytes)
+    return max(1, int(target // max(1, nbytes // max(n, 1))))
+
+
 def _read_jsonl_native(
     path: str, field: str, batch_bytes: int, min_batch_bytes: int = MIN_BATCH_BYTES
 ) -> Iterator[Batch] | None:
@@ -136,18 +142,14 @@ def _read_jsonl_native(
         return None
     if size > JSONL_FAST_MAX_BYTES:
         return None
-    got = _corpus_native.read_jsonl_files(
-        [path], name, max_bytes=size + (size >> 2) + (1 << 20), reserve=size
-    )
+    got = _corpus_native.read_jsonl_files([path], name, **native_read_bound(size))
     data, spans, failed = got[0], got[1], got[5]
     if failed != -1:
         return None
 
     def batches() -> Iterator[Batch]:
-        n = len(spans)
-        target = _batch_target(batch_bytes, len(data), min_batch_bytes)
-        rows = max(1, int(target // max(1, len(data) // max(n, 1))))
-        for a in range(0, n, rows):
+        rows = _jsonl_batch_rows(len(spans), len(data), batch_bytes, min_batch_bytes)
+        for a in range(0, len(spans), rows):
             yield Batch(
                 None, lambda i, r=a: f"{path}: record {r + i}", 0, data, spans[a : a + rows]
             )
@@ -200,10 +202,8 @@ def _read_jsonl_arrow(
         return None
 
     def batches() -> Iterator[Batch]:
-        target = _batch_target(batch_bytes, col.nbytes, min_batch_bytes)
-        n = len(col)
-        rows = max(1, int(target // max(1, col.nbytes // max(n, 1))))
-        for a in range(0, n, rows):
+        rows = _jsonl_batch_rows(len(col), col.nbytes, batch_bytes, min_batch_bytes)
+        for a in range(0, len(col), rows):
             yield _arrow_batch(col.slice(a, rows), lambda i, r=a: f"{path}: record {r + i}")
 
     return batches()
