@@ -30,12 +30,12 @@ build: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/clang-format --dry-run -Werror $$(git ls-files 'backend_src/csrc/*.h' 'backend_src/csrc/*.cpp' 'backend_src/csrc/*.cu' 'backend_src/csrc/*.cuh' 'backend_src/bindings/*.cpp' 'bench/native/*.cpp' | grep -v unicode_tables.h)
+	$(VENV)/bin/clang-format --dry-run -Werror $$(git ls-files 'backend_src/csrc/*.h' 'backend_src/csrc/*.cpp' 'backend_src/csrc/*.cu' 'backend_src/csrc/*.cuh' 'backend_src/bindings/*.cpp' 'bench/native/*.cpp' 'bench/native/*.cu' | grep -v unicode_tables.h)
 
 format: setup
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
-	$(VENV)/bin/clang-format -i $$(git ls-files 'backend_src/csrc/*.h' 'backend_src/csrc/*.cpp' 'backend_src/csrc/*.cu' 'backend_src/csrc/*.cuh' 'backend_src/bindings/*.cpp' 'bench/native/*.cpp' | grep -v unicode_tables.h)
+	$(VENV)/bin/clang-format -i $$(git ls-files 'backend_src/csrc/*.h' 'backend_src/csrc/*.cpp' 'backend_src/csrc/*.cu' 'backend_src/csrc/*.cuh' 'backend_src/bindings/*.cpp' 'bench/native/*.cpp' 'bench/native/*.cu' | grep -v unicode_tables.h)
 
 test: setup lint audit sanitize-quick
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -1,5 +1,6 @@
 """Parquet files, mutated, whole-file through the corpus reader (gputok.corpus.read_parquet) on
-both decoders: gputok's page reader and Arrow. The contract: every batch, or a
+both decoders: gputok's page reader (its footers and schema read natively) and Arrow, and
+its top-level column names as the run's --field check reads them. The contract: every batch, or a
 CorpusInputError naming the file; never a crash, another exception, a hang (20 s per input)
 or a batch over its bounds; and where both decoders read a file, the same documents.
 
@@ -219,6 +220,7 @@ def _alarm(signum, frame):
 
 def one(rng: random.Random, i: int) -> None:
     from gputok import _corpus_native
+    from gputok import corpus as C
 
     data = mutate(rng)
     fd, path = tempfile.mkstemp(prefix="gputok-fuzz-", suffix=".parquet", dir=TMP)
@@ -227,6 +229,9 @@ def one(rng: random.Random, i: int) -> None:
             f.write(data)
         signal.alarm(SECONDS_PER_INPUT)
         try:
+            names = C.readers._parquet_names(path)  # the run's --field check: never raises
+            if names is not None and not all(isinstance(n, str) for n in names):
+                raise Finding(f"column names that are not str: {names!r}")
             ours = _read(path, _corpus_native.parquet_decode)
             arrow = _read(path, None)
         finally:

@@ -36,6 +36,10 @@ PYBIND11_MODULE(_core, m) {
     return py::make_tuple(ok, why);
   });
 
+  // The GPU's context made on a native thread while the caller parses a vocabulary
+  // (gpu_encoder.h); returns at once.
+  m.def("start_device", [](int device_id) { start_device(device_id); }, py::arg("device_id"));
+
   bind::bind_vocab(m);
   bind::bind_stages(m);
   bind::bind_core(m);

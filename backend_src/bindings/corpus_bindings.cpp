@@ -184,6 +184,19 @@ void bind_parquet(py::module_& m) {
           },
           py::arg("max_rows"), py::arg("max_bytes") = 0);
   m.def("parquet_footer", &parquet_footer_py, py::arg("footer"), py::arg("leaf"));
+  // The schema's top-level names (bytes) and, for `column` where it is a top-level leaf,
+  // (leaf index, physical type, repetition, converted type, logical type member); -1: none.
+  m.def(
+      "parquet_schema",
+      [](const py::bytes& footer, const std::string& column) {
+        const std::string f = footer;
+        const ParquetColumnSchema s =
+            parquet_schema(reinterpret_cast<const uint8_t*>(f.data()), f.size(), column);
+        py::list names;
+        for (const std::string& n : s.names) names.append(py::bytes(n));
+        return py::make_tuple(names, s.leaf, s.type, s.repetition, s.converted, s.logical);
+      },
+      py::arg("footer"), py::arg("column"));
   // A column chunk's page headers, walked before Arrow reads it (parquet.h:
   // parquet_page_header): (type, uncompressed, compressed, num_values, encoding, header_size).
   m.def(

@@ -69,6 +69,13 @@ enum class Algorithm {
 // when `why` is given, the reason ("built without CUDA", "no CUDA device: ...").
 bool cuda_available(std::string* why = nullptr);
 
+// Starts making device `device_id`'s CUDA context on a thread of its own (once per device and
+// process; nothing in a forked child or a build without CUDA) and returns at once: a caller
+// that parses a vocabulary meanwhile finds the context made. Errors are left for GpuEncoder
+// to meet and report. GpuEncoder's constructor waits for every such start.
+void start_device(int device_id);
+void wait_for_device_starts();
+
 struct GpuCounters {
   uint64_t device_allocs = 0;  // cudaMalloc calls made by the pool since construction
   uint64_t pinned_allocs = 0;  // cudaHostAlloc calls

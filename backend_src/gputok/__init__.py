@@ -80,6 +80,15 @@ __all__ = [
 ]
 
 
+def _start_device(device, options: dict) -> None:
+    """Where the tokenizer may use a GPU, its context is made on a native thread while the
+    vocabulary parses (the build waits for it): ``gpt2()`` 0.40-0.46 -> 0.29 s from a fresh
+    process's first line on the H100 host (2026-11-28, bench/bench_startup.py)."""
+    device_id = options.get("device_id", 0)
+    if device != "cpu" and isinstance(device_id, int) and not isinstance(device_id, bool):
+        _core.start_device(device_id)
+
+
 def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokenizer:
     """GPT-2's tokenizer (r50k_base) from the packaged, sha256-pinned ranks.
 
@@ -95,6 +104,7 @@ def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokeni
     before sleeping: 50 by default, 0: never spin), cpu_below_bytes and bytes_per_row (the CPU/GPU crossover; Tokenizer says
     how).
     """
+    _start_device(device, options)
     tok = Tokenizer(
         gpt2_vocab(), GPT2_SPECIALS, name="gpt2", device=device, algorithm=algorithm, **options
     )
@@ -104,6 +114,7 @@ def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokeni
 def load_tiktoken_file(path, special_tokens=None, *, name=None, **options) -> Tokenizer:
     """A Tokenizer from a tiktoken-format file (``base64 rank`` lines; rank == id)."""
     specials = GPT2_SPECIALS if special_tokens is None else special_tokens
+    _start_device(options.get("device", "auto"), options)
     vocab, specials = vocab_from_tiktoken_file(path, specials)
     tok = Tokenizer(vocab, specials, name=name or str(path), **options)
     kwargs = {"name": name, **options}
@@ -114,6 +125,7 @@ def load_hf_files(
     vocab_json, merges_txt, special_tokens=None, *, name=None, **options
 ) -> Tokenizer:
     """A Tokenizer from GPT-2-style HF files: vocab.json (byte-mapped) and merges.txt."""
+    _start_device(options.get("device", "auto"), options)
     vocab, specials = vocab_from_hf_files(vocab_json, merges_txt, special_tokens)
     tok = Tokenizer(vocab, specials, name=name or str(vocab_json), **options)
     args = (vocab_json, merges_txt, special_tokens)
@@ -122,6 +134,7 @@ def load_hf_files(
 
 def load_tokenizer_json(path, *, name=None, **options) -> Tokenizer:
     """A Tokenizer from an HF tokenizer.json holding a byte-level BPE with GPT-2's pattern."""
+    _start_device(options.get("device", "auto"), options)
     vocab, specials = vocab_from_tokenizer_json(path)
     tok = Tokenizer(vocab, specials, name=name or str(path), **options)
     return _recipe.record(tok, "load_tokenizer_json", (path,), {"name": name, **options})

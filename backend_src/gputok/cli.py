@@ -382,6 +382,7 @@ def entry() -> None:
     before."""
     rc = main()
     if _SKIP_TEARDOWN:
+        hand_off_driver_teardown()
         exit_now(rc)
     sys.exit(rc)
 
@@ -397,6 +398,51 @@ def exit_now(rc: int) -> None:
         with contextlib.suppress(Exception):
             f.flush()
     os._exit(rc)
+
+
+# The device files whose descriptors hand_off_driver_teardown passes on (a test points it
+# elsewhere).
+_DRIVER_FILES = "/dev/nvidia"
+
+
+def hand_off_driver_teardown() -> int | None:
+    """Lets a helper process end this one's GPU context, after this one has exited.
+
+    The NVIDIA driver frees a process's context (its device memory, pinned pages and
+    mappings) when the last descriptor of its device files closes, inside the process's exit:
+    90-140 ms that a shell or a calling script waits for, after everything is written. Here a
+    ``cat`` is started holding copies of those descriptors (nothing else: its stdout and
+    stderr are /dev/null) and reading a pipe that only this process writes; this process's
+    exit closes the pipe, ``cat`` ends, and the driver's teardown runs in its exit instead.
+    H100 host, 2026-11-28 (bench/native/exit_cost.cu, medians of 5 processes that made a
+    context, 160 MiB pinned and 1 GiB of device memory): 457 -> 350 ms from spawn to exit.
+    Returns the helper's pid; None (nothing done) where no driver file is open or the helper
+    cannot start."""
+    import os
+    import subprocess
+
+    fds = []
+    with contextlib.suppress(OSError):
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):  # listdir's own descriptor is gone by now
+                if os.readlink(f"/proc/self/fd/{fd}").startswith(_DRIVER_FILES):
+                    fds.append(int(fd))
+    if not fds:
+        return None
+    try:
+        r, _w = os.pipe()  # _w stays here only (not inheritable); our exit closes it
+        helper = subprocess.Popen(
+            ["cat"],
+            stdin=r,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=fds,
+            start_new_session=True,
+        )
+        os.close(r)
+    except OSError:
+        return None
+    return helper.pid
 
 
 if __name__ == "__main__":  # pragma: no cover

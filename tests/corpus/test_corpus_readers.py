@@ -380,14 +380,14 @@ def test_local_workers_keep_freed_memory(monkeypatch):
 def test_regression_parquet_decoding_gets_the_workers_cores():
     """Dask's nanny starts workers with OMP_NUM_THREADS=1 and Arrow sizes its decoding pool
     from it: GPU workers waited on a one-thread Parquet reader (0.30 GB/s where the same
-    pipeline in one process reached 0.76 on the H200 host). The worker gives Arrow its
-    cores back before reading."""
+    pipeline in one process reached 0.76 on the H200 host). A reader gives Arrow its cores
+    back when it first imports it."""
     pytest.importorskip("pyarrow")
     import subprocess
 
     code = (
         "import pyarrow as pa; from gputok import corpus as C; before = pa.cpu_count(); "
-        "C._worker_io(); print(before, pa.cpu_count(), C._cpu_count())"
+        "C._common.import_arrow(); print(before, pa.cpu_count(), C._cpu_count())"
     )
     env = dict(__import__("os").environ, OMP_NUM_THREADS="1")
     out = subprocess.run(

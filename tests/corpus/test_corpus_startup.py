@@ -150,16 +150,35 @@ def test_device_cuda_without_a_gpu_fails_before_any_task(tmp_path):
     assert not list((tmp_path / "out").glob("*.bin"))
 
 
-def test_regression_a_text_run_does_not_import_pyarrow(tmp_path):
-    """Arrow reads JSONL and Parquet, never text; importing it for the worker's I/O set-up
-    took 140 ms of a text run's start (dev VM, 2026-11-28)."""
+@pytest.mark.parametrize("fmt", ["text", "jsonl", "parquet"])
+def test_regression_a_run_of_plain_files_does_not_import_pyarrow(tmp_path, fmt):
+    """Arrow reads what gputok's own readers leave undecided, never text; importing it for
+    the worker's I/O set-up took 140 ms of a run's start (dev VM, 2026-11-28), and opening
+    each Parquet file with it held the GIL between 16 readers (2026-11-28, H100 host:
+    pyarrow's ParquetFile was as much of a reader's time as decoding)."""
     import subprocess
     import sys
 
-    (inputs,) = _shards(tmp_path, 2)
+    if fmt == "text":
+        (inputs,) = _shards(tmp_path, 2)
+    elif fmt == "jsonl":
+        inputs = tmp_path / "in"
+        inputs.mkdir()
+        for k in range(2):
+            (inputs / f"s{k}.jsonl").write_text('{"text": "hello world"}\n{"text": "x"}\n')
+        inputs = str(inputs)
+    else:
+        pa = pytest.importorskip("pyarrow")
+        import pyarrow.parquet as pq
+
+        inputs = tmp_path / "in"
+        inputs.mkdir()
+        for k in range(2):
+            pq.write_table(pa.table({"text": ["hello world", "x"]}), inputs / f"s{k}.parquet")
+        inputs = str(inputs)
     code = (
         "import sys; from gputok import corpus as C; "
-        f"C.tokenize_corpus([{inputs!r}], {str(tmp_path / 'out')!r}, format='text', "
+        f"C.tokenize_corpus([{inputs!r}], {str(tmp_path / 'out')!r}, format={fmt!r}, "
         "device='cpu', in_process=True, progress=False, log=lambda m: None); "
         "print('pyarrow' in sys.modules)"
     )

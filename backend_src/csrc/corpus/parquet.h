@@ -149,6 +149,20 @@ struct ParquetFooter {
   int64_t num_rows = 0;
   std::vector<ParquetColumnChunkMeta> chunks;  // one per row group, column `leaf`
 };
+// What the footer's schema says of one top-level column, for a reader that opens a file
+// without pyarrow (corpus/parquet.py): the top-level names (a missing column's message lists
+// them) and, where `column` is a top-level leaf, its leaf index and its element's fields.
+struct ParquetColumnSchema {
+  std::vector<std::string> names;  // the root's children, in order
+  int32_t leaf = -1;               // `column`'s index among the schema's leaves; -1: none
+  int32_t type = -1;               // its physical type (6: BYTE_ARRAY)
+  int32_t repetition = -1;         // 0 REQUIRED, 1 OPTIONAL, 2 REPEATED
+  int32_t converted = -1;          // ConvertedType (0: UTF8); -1: none
+  int32_t logical = -1;            // LogicalType's member (1: STRING); -1: none
+};
+// ParquetCorrupt for a footer or schema that cannot be read (a child count past the list).
+ParquetColumnSchema parquet_schema(const uint8_t* footer, size_t n, const std::string& column);
+
 // What a page header claims, for a caller that only bounds a column chunk it hands to Arrow
 // (any codec, any encoding): Arrow allocates what a header claims and materialises a record
 // batch of dictionary values before either can be measured, so a 462-byte zstd file (one

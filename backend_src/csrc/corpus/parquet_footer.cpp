@@ -112,7 +112,97 @@ ParquetColumnChunkMeta read_row_group(Thrift& t, int leaf) {
   return m;
 }
 
+struct SchemaElement {
+  std::string name;
+  int32_t type = -1, repetition = -1, converted = -1, logical = -1;
+  int64_t children = 0;
+};
+
+// LogicalType is a union: the id of the one field it holds.
+int32_t read_logical(Thrift& t) {
+  int32_t member = -1;
+  const int16_t saved = t.enter();
+  int16_t id;
+  int type;
+  while (t.field(id, type)) {
+    if (member < 0) member = id;
+    t.skip(type);
+  }
+  t.leave(saved);
+  return member;
+}
+
+SchemaElement read_schema_element(Thrift& t) {
+  SchemaElement e;
+  const int16_t saved = t.enter();
+  int16_t id;
+  int type;
+  while (t.field(id, type)) {
+    if (id == 1 && type == 5) {
+      e.type = int32_field(t, type);
+    } else if (id == 3 && type == 5) {
+      e.repetition = int32_field(t, type);
+    } else if (id == 4 && type == 8) {
+      e.name = t.binary();
+    } else if (id == 5 && type == 5) {
+      e.children = int32_field(t, type);
+      if (e.children < 0) corrupt("a negative child count");
+    } else if (id == 6 && type == 5) {
+      e.converted = int32_field(t, type);
+    } else if (id == 10 && type == 12) {
+      e.logical = read_logical(t);
+    } else {
+      t.skip(type);
+    }
+  }
+  t.leave(saved);
+  return e;
+}
+
 }  // namespace
+
+ParquetColumnSchema parquet_schema(const uint8_t* footer, size_t n, const std::string& column) {
+  std::vector<SchemaElement> el;
+  Thrift t(footer, footer + n);
+  int16_t id;
+  int type;
+  while (t.field(id, type)) {
+    if (id == 2 && type == 9) {
+      int elem;
+      const uint64_t k = t.list(elem);
+      if (elem != 12) corrupt("schema elements are not structs");
+      for (uint64_t i = 0; i < k; ++i) el.push_back(read_schema_element(t));  // >= 1 byte each
+    } else {
+      t.skip(type);
+    }
+  }
+  if (el.empty()) corrupt("no schema");
+  ParquetColumnSchema out;
+  // Depth-first: each element is followed by its children's subtrees. `open` counts the
+  // subtrees still to come at each level; leaves are numbered in this order.
+  size_t i = 1;
+  int32_t leaves = 0;
+  for (int64_t c = 0; c < el[0].children; ++c) {
+    if (i >= el.size()) corrupt("the schema's root claims more columns than it lists");
+    const SchemaElement& top = el[i];
+    out.names.push_back(top.name);
+    if (top.children == 0 && top.name == column && out.leaf < 0) {
+      out.leaf = leaves;
+      out.type = top.type;
+      out.repetition = top.repetition;
+      out.converted = top.converted;
+      out.logical = top.logical;
+    }
+    int64_t open = 1;  // top's own subtree
+    while (open > 0) {
+      if (i >= el.size()) corrupt("a schema group claims more children than are listed");
+      if (el[i].children == 0) ++leaves;
+      open += el[i].children - 1;  // children <= INT32_MAX: no overflow
+      ++i;
+    }
+  }
+  return out;
+}
 
 ParquetFooter parquet_footer(const uint8_t* footer, size_t n, int leaf) {
   if (leaf < 0) throw std::invalid_argument("leaf must be >= 0");

@@ -125,6 +125,7 @@ void GpuEncoder::Impl::apply(const GpuTuning& t) {
 }
 
 GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options, GpuTuning tuning) {
+  wait_for_device_starts();  // a context being made by start_device: this thread would wait anyway
   std::string why;
   if (!cuda_available(&why)) throw CudaError(why);
   if (!vocab) throw CudaError("GpuEncoder needs a vocabulary");

@@ -10,9 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
 
 #include "common.cuh"
+#include "huge_pages.h"
 
 namespace gputok {
 namespace cuda_detail {
@@ -60,6 +62,12 @@ class DeviceArena {
   size_t cap_ = 0;
 };
 
+// Pinned host memory, mapped for kernels. From kHugeMinBytes up it is our own memory on
+// transparent huge pages (huge_pages.h), faulted in, then registered with the driver; below,
+// and wherever registering fails, cudaHostAlloc. Why: cudaHostAlloc pins 4 KiB pages one by
+// one. H100 host, 2026-11-28 (bench/native/pinned_alloc.cu): 32 MiB 15-40 ms to allocate and
+// 4.5-7.6 ms to free, against 6.3 and 0.9-1.2 ms registered on huge pages; 128 MiB 58-59 /
+// 17 ms against 25 / 2.6-2.9. A corpus run's first 32 MB call paid ~50 ms of it.
 class PinnedBuffer {
  public:
   ~PinnedBuffer() { release(); }
@@ -69,13 +77,16 @@ class PinnedBuffer {
     size_t want = cap_ * 2 > bytes ? cap_ * 2 : bytes;
     if (want < 4096) want = 4096;
     release();
-    void* p = nullptr;
-    // Mapped: kernels may write results straight into it (gpu_encoder.cu's direct output).
-    const cudaError_t e = cudaHostAlloc(&p, want, cudaHostAllocMapped);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      throw DeviceMemoryError("cudaHostAlloc of " + std::to_string(want) +
-                              " bytes failed: " + cudaGetErrorString(e));
+    void* p = want >= kHugeMinBytes ? huge_registered(want) : nullptr;
+    registered_ = p != nullptr;
+    if (!p) {
+      // Mapped: kernels may write results straight into it (gpu_encoder.cu's direct output).
+      const cudaError_t e = cudaHostAlloc(&p, want, cudaHostAllocMapped);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        throw DeviceMemoryError("cudaHostAlloc of " + std::to_string(want) +
+                                " bytes failed: " + cudaGetErrorString(e));
+      }
     }
     ++allocs;
     base_ = static_cast<char*>(p);
@@ -88,10 +99,16 @@ class PinnedBuffer {
     device_base_ = static_cast<char*>(d);
   }
   void release() {
-    if (base_) cudaFreeHost(base_);
+    if (base_ && registered_) {
+      cudaHostUnregister(base_);
+      huge_free(base_, cap_);
+    } else if (base_) {
+      cudaFreeHost(base_);
+    }
     base_ = nullptr;
     device_base_ = nullptr;
     cap_ = 0;
+    registered_ = false;
   }
   char* base() const { return base_; }
   // The same memory as seen from kernels (nullptr if it cannot be mapped).
@@ -99,9 +116,27 @@ class PinnedBuffer {
   size_t capacity() const { return cap_; }
 
  private:
+  // `bytes` of huge_alloc memory registered (pinned, mapped) with the driver; nullptr where
+  // either step fails (no memory, a lock limit): the caller then tries cudaHostAlloc.
+  static void* huge_registered(size_t bytes) {
+    void* p = nullptr;
+    try {
+      p = huge_alloc(bytes);
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
+    if (cudaHostRegister(p, bytes, cudaHostRegisterMapped) != cudaSuccess) {
+      cudaGetLastError();
+      huge_free(p, bytes);
+      return nullptr;
+    }
+    return p;
+  }
+
   char* base_ = nullptr;
   char* device_base_ = nullptr;
   size_t cap_ = 0;
+  bool registered_ = false;
 };
 
 // Carves aligned sub-buffers out of one block (first pass with base == nullptr measures).

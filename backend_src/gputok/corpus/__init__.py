@@ -185,7 +185,6 @@ from .run import (  # noqa: F401
     tokenize_corpus,
 )
 from .shard import (  # noqa: F401
-    _IO_READY,
     _TOK_LOCK,
     _TOKENIZERS,
     _maybe_fault,
@@ -194,7 +193,6 @@ from .shard import (  # noqa: F401
     _source_stat,
     _tokenizer,
     _worker_device_id,
-    _worker_io,
     sum_stages,
     tokenize_shard,
     warm_worker,

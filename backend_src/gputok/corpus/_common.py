@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 FORMAT_NAME = "gputok-corpus"
 
 
@@ -59,3 +61,30 @@ class CorpusError(RuntimeError):
 
 class CorpusInputError(ValueError):
     """An input shard is unreadable or malformed; the message names the file and place."""
+
+
+_ARROW_POOL_SET = False
+
+
+def import_arrow():
+    """pyarrow, imported where a reader first needs it, with Arrow's CPU pool given this
+    process's cores the first time. Dask's nanny starts workers with OMP_NUM_THREADS=1 (for
+    BLAS), and Arrow sizes its pool from that variable too, so Parquet shards were decoded on
+    one thread per worker: on the H200 host (2026-11-22) a GPU worker spent 5.4 s of its
+    shards' time waiting for the reader against 0.9 s encoding, and ran at 0.30 GB/s where the
+    same pipeline in one process reached 0.76. Imported only when needed: a text run never
+    reads through Arrow, nor a JSONL run whose files the native reader decides (importing
+    pyarrow took 140 ms of a run's start on the dev VM, 2026-11-28). ImportError where
+    pyarrow is not installed."""
+    global _ARROW_POOL_SET
+    import pyarrow as pa
+
+    if not _ARROW_POOL_SET:
+        _ARROW_POOL_SET = True
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - not Linux
+            cores = os.cpu_count() or 1
+        if pa.cpu_count() < cores:
+            pa.set_cpu_count(cores)
+    return pa

@@ -40,7 +40,6 @@ from .shard import (
     _timed,
     _tokenizer,
     _where,
-    _worker_io,
     commit_shard,
     open_outputs,
     shard_batches,
@@ -209,7 +208,6 @@ def tokenize_joined(specs: Sequence[ShardSpec], sizes: Sequence[int]) -> tuple[l
     that must go alone])."""
     group_bytes = int(sum(sizes))
     spec0 = specs[0]
-    _worker_io(spec0.format)
     where = _where(spec0)
     sha = settings_digest(_settings(spec0))
     target = _batch_target(spec0.batch_bytes, group_bytes, _min_batch_bytes(spec0, where))

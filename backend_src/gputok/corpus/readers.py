@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ._common import DEFAULT_BATCH_BYTES, MIN_BATCH_BYTES, CorpusInputError
+from ._common import DEFAULT_BATCH_BYTES, MIN_BATCH_BYTES, CorpusInputError, import_arrow
 from .batch import Batch, _arrow_batch, _at, _batch_target, native_read_bound
 from .discovery import _COMPRESSION, _split_ext, detect_format
 from .parquet import MAX_EXPANSION, read_parquet
@@ -173,7 +173,7 @@ def _read_jsonl_arrow(
         size = os.path.getsize(path)
         if size > JSONL_FAST_MAX_BYTES:
             return None
-        import pyarrow as pa
+        pa = import_arrow()
         import pyarrow.json as pj
     except (OSError, ImportError):
         return None
@@ -306,11 +306,8 @@ def check_field(path: str, fmt: str, field: str) -> None:
     starts, instead of failing every shard on its workers. A file that cannot be read here is
     left to its shard."""
     if fmt == "parquet":
-        try:
-            import pyarrow.parquet as pq
-
-            names = pq.read_schema(path).names
-        except Exception:  # noqa: BLE001 - the shard's reader names what is wrong
+        names = _parquet_names(path)
+        if names is None:
             return
         if field not in names:
             raise CorpusInputError(
@@ -328,6 +325,30 @@ def check_field(path: str, fmt: str, field: str) -> None:
         if isinstance(obj, dict) and field not in obj:
             keys = ", ".join(map(repr, list(obj)[:10])) or "none"
             raise CorpusInputError(f"{path}:{lineno}: no field {field!r} (fields: {keys})")
+
+
+def _parquet_names(path: str) -> list[str] | None:
+    """The top-level column names of a Parquet file: from its footer natively, else (a footer
+    that does not parse here) pyarrow's schema; None where neither reads it (the shard's
+    reader names what is wrong). Natively, a run of a few plain files needs no pyarrow."""
+    from gputok import _corpus_native as native
+
+    from .parquet_chunks import read_footer
+
+    try:
+        with open(path, "rb") as f:
+            footer = read_footer(f, path)
+        if footer is not None:
+            names = native.parquet_schema(footer, "")[0]
+            return [n.decode("utf-8", "replace") for n in names]
+    except (OSError, CorpusInputError, native.ParquetCorrupt):
+        pass
+    try:
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    except Exception:  # noqa: BLE001 - the shard's reader names what is wrong
+        return None
 
 
 def check_field_sample(paths: list[str], fmt: str, field: str) -> None:

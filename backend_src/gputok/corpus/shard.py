@@ -24,7 +24,6 @@ from ._common import (
     CorpusInputError,
 )
 from .batch import _prefetch
-from .cluster import _cpu_count
 from .encode import _emit, _encode_batch
 from .files import (
     _early_writeback,
@@ -135,29 +134,6 @@ def sum_stages(results) -> dict:
     return out
 
 
-_IO_READY = False
-
-
-def _worker_io(fmt: str = "parquet") -> None:
-    """Give Arrow's decoding pool this process's cores, once. Dask's nanny starts workers
-    with OMP_NUM_THREADS=1 (for BLAS), and Arrow sizes its CPU pool from that variable too,
-    so Parquet shards were decoded on one thread per worker: on the H200 host (2026-11-22) a
-    GPU worker spent 5.4 s of its shards' time waiting for the reader against 0.9 s
-    encoding, and ran at 0.30 GB/s where the same pipeline in one process reached 0.76.
-    Nothing for ``fmt`` "text", which Arrow never reads: importing pyarrow took 140 ms of a
-    text run on the dev VM (2026-11-28, python -X importtime)."""
-    global _IO_READY
-    if _IO_READY or fmt == "text":
-        return
-    _IO_READY = True
-    try:
-        import pyarrow as pa
-    except ImportError:  # pragma: no cover - optional dependency
-        return
-    if pa.cpu_count() < _cpu_count():
-        pa.set_cpu_count(_cpu_count())
-
-
 def _min_batch_bytes(spec: ShardSpec, where) -> int:
     """The run's minimum batch, or by the device of ``where`` (a _Where or a tokenizer):
     GPU_MIN_BATCH_BYTES on the GPU, else MIN_BATCH_BYTES."""
@@ -223,7 +199,6 @@ def tokenize_shard(spec: ShardSpec, *, scan_stale: bool = True) -> dict:
     if kept is not None:
         return {"entry": kept, "status": "verified", "seconds": time.perf_counter() - t0}
 
-    _worker_io(spec.format)
     source = _source_stat(spec.path)
     bin_f, idx_f = open_outputs(spec)
     try:
