@@ -13,6 +13,8 @@ the exit.
   of 1 MB and 32 MB (the pools' first allocations);
 * ``gpt2``: ``import gputok`` then ``gpt2()`` (device "auto") and a first 1 MB call, as a
   user's script does; ``gpt2-cuda-sync``: the same with blocking_sync (as the corpus tool);
+* ``first-calls``: a GPU tokenizer's first 32 MB call (of bytes, as the corpus tool's) and its
+  second: what the pools' first allocations cost;
 * ``gigatoken``: ``import gigatoken`` and ``Tokenizer.from_tiktoken(path, pretokenizer="gpt2")``
   and its first 1 MB call, the peer's start-up (where gigatoken is installed).
 
@@ -94,6 +96,23 @@ if gputok.cuda_available()[0]:
     tok.encode_batch_flat([T1]); mark("first 1 MB call")
 print(json.dumps(marks))
 """,
+    # A GPU tokenizer's first large call against its second (the pools' first allocations),
+    # on bytes (no str to convert): the corpus tool's calls.
+    "first-calls": _PRELUDE
+    + """
+import numpy as np
+with open(sys.argv[1], "rb") as f:
+    data = np.frombuffer(f.read(32 << 20), np.uint8)
+import gputok
+if gputok.cuda_available()[0]:
+    tok = gputok.gpt2(device="cuda", blocking_sync=True)
+    tok.encode_buffer_flat(data[: 1 << 20], np.array([0, 1 << 20], np.int64))
+    whole = np.array([0, len(data)], np.int64)
+    mark("ready")
+    tok.encode_buffer_flat(data, whole); mark("first 32 MB call")
+    tok.encode_buffer_flat(data, whole); mark("second 32 MB call")
+print(json.dumps(marks))
+""",
     "gigatoken": _TEXT
     + _PRELUDE
     + """
@@ -134,7 +153,7 @@ def run_child(code: str, text_path: str, path: str | None = None) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--children", default=",".join(CHILDREN))
+    ap.add_argument("--children", default="steps,gpt2,gpt2-cuda-sync,gigatoken")
     ap.add_argument("--text", default=str(REPO / ".cache" / "corpus" / "corpus-bench.jsonl"))
     ap.add_argument("--json", default=None)
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=DIR")

@@ -82,8 +82,8 @@ __all__ = [
 
 def _start_device(device, options: dict) -> None:
     """Where the tokenizer may use a GPU, its context is made on a native thread while the
-    vocabulary parses (the build waits for it): ``gpt2()`` 0.40-0.46 -> 0.29 s from a fresh
-    process's first line on the H100 host (2026-11-28, bench/bench_startup.py)."""
+    vocabulary parses (the build waits for it): ``gpt2()`` ready 0.45-0.53 -> 0.36-0.37 s
+    after a fresh process's first line on the H100 host (2026-11-28, bench/bench_startup.py)."""
     device_id = options.get("device_id", 0)
     if device != "cpu" and isinstance(device_id, int) and not isinstance(device_id, bool):
         _core.start_device(device_id)

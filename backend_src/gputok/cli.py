@@ -415,7 +415,8 @@ def hand_off_driver_teardown() -> int | None:
     stderr are /dev/null) and reading a pipe that only this process writes; this process's
     exit closes the pipe, ``cat`` ends, and the driver's teardown runs in its exit instead.
     H100 host, 2026-11-28 (bench/native/exit_cost.cu, medians of 5 processes that made a
-    context, 160 MiB pinned and 1 GiB of device memory): 457 -> 350 ms from spawn to exit.
+    context, 160 MiB pinned and 1 GiB of device memory; two calls): 406-457 -> 315-350 ms
+    from spawn to exit.
     Returns the helper's pid; None (nothing done) where no driver file is open or the helper
     cannot start."""
     import os

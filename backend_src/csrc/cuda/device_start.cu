@@ -1,11 +1,11 @@
 // start_device (gpu_encoder.h): a device's CUDA context made on a thread of its own while
 // the caller parses a vocabulary, and GpuEncoder's wait for it.
 //
-// Why: a process's first GPU tokenizer waited for the driver's start (cuInit, ~0.1 s) and the
-// context (~0.1-0.15 s) after the vocabulary's parse (~0.08 s), one after the other. H100
-// host, 2026-11-28 (bench/bench_startup.py and a ctypes prototype of this thread, medians of
-// 5 fresh processes): `gputok.gpt2()` ready 404-463 ms after the first line of a script
-// without it, 291 ms with the context started first.
+// Why: a process's first GPU tokenizer waited for the driver's start (cuInit, 0.1-0.19 s on
+// the H100 host) and the context (~0.1 s) after the vocabulary's parse (~0.1 s), one after the
+// other. H100 host, 2026-11-28 (bench/bench_startup.py, medians of 5 fresh processes, three
+// calls): `gputok.gpt2()` ready 0.45-0.53 s after a script's first line before, 0.36-0.37
+// with the context started first.
 #include <cuda_runtime.h>
 
 #include <condition_variable>

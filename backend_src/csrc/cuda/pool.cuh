@@ -65,9 +65,10 @@ class DeviceArena {
 // Pinned host memory, mapped for kernels. From kHugeMinBytes up it is our own memory on
 // transparent huge pages (huge_pages.h), faulted in, then registered with the driver; below,
 // and wherever registering fails, cudaHostAlloc. Why: cudaHostAlloc pins 4 KiB pages one by
-// one. H100 host, 2026-11-28 (bench/native/pinned_alloc.cu): 32 MiB 15-40 ms to allocate and
-// 4.5-7.6 ms to free, against 6.3 and 0.9-1.2 ms registered on huge pages; 128 MiB 58-59 /
-// 17 ms against 25 / 2.6-2.9. A corpus run's first 32 MB call paid ~50 ms of it.
+// one. H100 host, 2026-11-28 (bench/native/pinned_alloc.cu): 32 MiB 13-40 ms to allocate and
+// 3.5-4.6 ms to free, against 5.2-7.2 and 0.8-0.9 ms registered on huge pages; 128 MiB 52-65 /
+// 12-17 ms against 21-25 / 2.5-3.1. A GPU tokenizer's first 32 MB call (bench/bench_startup.py
+// first-calls, 4 fresh processes each): 77-90 -> 49-56 ms; its second, 23-32 ms either way.
 class PinnedBuffer {
  public:
   ~PinnedBuffer() { release(); }

@@ -108,9 +108,10 @@ def _where(spec: ShardSpec) -> _Where:
 def start_tokenizer(spec: ShardSpec) -> threading.Thread:
     """Build this process's tokenizer for ``spec`` on a thread of its own, which it returns
     (its ``seconds``: the build's). The build releases the GIL but for the vocabulary's
-    parse (the driver's start, the context, the device tables): 0.30-0.34 s on the H100 host
-    (2026-11-28), which a run in process spends reading its first shards instead of waiting. Tasks wait for it in _tokenizer. A build
-    that fails here fails again, named, in the first task that needs it."""
+    parse, and makes the GPU context on yet another thread meanwhile (gputok._start_device):
+    ~0.4 s on the H100 host (2026-11-28), which a run in process spends reading its first
+    shards instead of waiting. Tasks wait for it in _tokenizer. A build that fails here fails
+    again, named, in the first task that needs it."""
 
     def build() -> None:
         t0 = time.perf_counter()
