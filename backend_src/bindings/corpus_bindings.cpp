@@ -57,6 +57,17 @@ ParquetCodec to_codec(const std::string& codec) {
   throw ParquetUnsupported("compression " + codec);
 }
 
+// Decoded pages as ParquetPages: a numpy view of them (its capsule keeps them alive) and a cursor.
+ParquetPages pages_of(std::shared_ptr<ParquetValues> v) {
+  ParquetPages out;
+  auto* keep = new std::shared_ptr<ParquetValues>(v);
+  py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<ParquetValues>*>(p); });
+  out.pages = py::array_t<uint8_t>({py::ssize_t(v->size)}, {py::ssize_t(1)}, v->data.get(), owner);
+  out.cursor = std::make_unique<ParquetSpanCursor>(*v);
+  out.values = std::move(v);
+  return out;
+}
+
 // Parquet column chunks lying in `buf` -> ParquetPages, snappy on `gpu` when given; GIL
 // released.
 ParquetPages parquet_decode_py(const py::object& buf, const std::string& codec, int64_t rows,
@@ -71,13 +82,21 @@ ParquetPages parquet_decode_py(const py::object& buf, const std::string& codec, 
     *v = parquet_decode(static_cast<const uint8_t*>(b.view.buf), size_t(b.view.len), refs, c,
                         max_def, max_bytes, gpu);
   }
-  ParquetPages out;
-  auto* keep = new std::shared_ptr<ParquetValues>(v);
-  py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<ParquetValues>*>(p); });
-  out.pages = py::array_t<uint8_t>({py::ssize_t(v->size)}, {py::ssize_t(1)}, v->data.get(), owner);
-  out.cursor = std::make_unique<ParquetSpanCursor>(*v);
-  out.values = std::move(v);
-  return out;
+  return pages_of(std::move(v));
+}
+
+// parquet_read_file: (ParquetPages, file size, rows the footer claims, its row groups'
+// total_byte_size), or None where the caller's own reader must decide; GIL released.
+py::object parquet_read_file_py(const std::string& path, const std::string& column,
+                                int64_t group_limit, int64_t max_out, int64_t max_rows) {
+  ParquetFileRead r;
+  {
+    py::gil_scoped_release release;
+    r = parquet_read_file(path, column, group_limit, max_out, max_rows);
+  }
+  if (!r.read) return py::none();
+  auto pages = pages_of(std::make_shared<ParquetValues>(std::move(r.values)));
+  return py::make_tuple(py::cast(std::move(pages)), r.size, r.rows_claimed, r.rg_bytes);
 }
 
 py::tuple parquet_footer_py(const py::bytes& footer, int leaf) {
@@ -184,6 +203,8 @@ void bind_parquet(py::module_& m) {
           },
           py::arg("max_rows"), py::arg("max_bytes") = 0);
   m.def("parquet_footer", &parquet_footer_py, py::arg("footer"), py::arg("leaf"));
+  m.def("parquet_read_file", &parquet_read_file_py, py::arg("path"), py::arg("column"),
+        py::arg("group_limit"), py::arg("max_out"), py::arg("max_rows"));
   // The schema's top-level names (bytes) and, for `column` where it is a top-level leaf,
   // (leaf index, physical type, repetition, converted type, logical type member); -1: none.
   m.def(

@@ -163,6 +163,21 @@ struct ParquetColumnSchema {
 // ParquetCorrupt for a footer or schema that cannot be read (a child count past the list).
 ParquetColumnSchema parquet_schema(const uint8_t* footer, size_t n, const std::string& column);
 
+// One Parquet file's column `column` through the page reader in one call (parquet_file.cpp):
+// read (`values`, the file's size, the rows its footer claims, its row groups' total_byte_size)
+// where the footer says a plain string column whose chunks (one codec it reads, inside the
+// file, at most `group_limit` compressed bytes in all) the page reader takes, with `max_out`
+// bytes for compressed and decompressed pages together, and a footer claiming at most
+// `max_rows` rows (-1: any); else not read (`read` false: the caller's own reader decides, and
+// names what is wrong). ParquetNull for a null value.
+struct ParquetFileRead {
+  bool read = false;
+  ParquetValues values;
+  int64_t size = 0, rows_claimed = 0, rg_bytes = 0;
+};
+ParquetFileRead parquet_read_file(const std::string& path, const std::string& column,
+                                  int64_t group_limit, int64_t max_out, int64_t max_rows);
+
 // What a page header claims, for a caller that only bounds a column chunk it hands to Arrow
 // (any codec, any encoding): Arrow allocates what a header claims and materialises a record
 // batch of dictionary values before either can be measured, so a 462-byte zstd file (one

@@ -181,13 +181,14 @@ ParquetColumnSchema parquet_schema(const uint8_t* footer, size_t n, const std::s
   // Depth-first: each element is followed by its children's subtrees. `open` counts the
   // subtrees still to come at each level; leaves are numbered in this order.
   size_t i = 1;
-  int32_t leaves = 0;
+  int64_t leaves = 0;
   for (int64_t c = 0; c < el[0].children; ++c) {
     if (i >= el.size()) corrupt("the schema's root claims more columns than it lists");
     const SchemaElement& top = el[i];
     out.names.push_back(top.name);
     if (top.children == 0 && top.name == column && out.leaf < 0) {
-      out.leaf = leaves;
+      if (leaves > INT32_MAX) corrupt("more leaf columns than a leaf index holds");
+      out.leaf = int32_t(leaves);
       out.type = top.type;
       out.repetition = top.repetition;
       out.converted = top.converted;
@@ -197,8 +198,12 @@ ParquetColumnSchema parquet_schema(const uint8_t* footer, size_t n, const std::s
     while (open > 0) {
       if (i >= el.size()) corrupt("a schema group claims more children than are listed");
       if (el[i].children == 0) ++leaves;
-      open += el[i].children - 1;  // children <= INT32_MAX: no overflow
+      open += el[i].children - 1;  // children <= INT32_MAX
       ++i;
+      // Every child still to come is an element still to read: no more than are left (which
+      // also keeps `open` far from overflowing).
+      if (open > int64_t(el.size() - i))
+        corrupt("a schema group claims more children than are listed");
     }
   }
   return out;
