@@ -105,12 +105,17 @@ py::tuple parquet_footer_py(const py::bytes& footer, int leaf) {
       parquet_footer(reinterpret_cast<const uint8_t*>(f.data()), f.size(), leaf);
   py::list chunks;
   using py::literals::operator""_a;
-  for (const ParquetColumnChunkMeta& c : r.chunks)
+  for (const ParquetColumnChunkMeta& c : r.chunks) {
+    // A hostile footer's path need not be UTF-8: decoded with U+FFFD for what is not, it never
+    // names the column asked for (fuzz_parquet, 2026-11-28: a UnicodeDecodeError escaped).
+    const py::object path = py::reinterpret_steal<py::object>(
+        PyUnicode_DecodeUTF8(c.path.data(), py::ssize_t(c.path.size()), "replace"));
+    if (!path) throw py::error_already_set();
     chunks.append(py::dict("rg_rows"_a = c.rg_rows, "rg_bytes"_a = c.rg_bytes, "codec"_a = c.codec,
                            "type"_a = c.type, "num_values"_a = c.num_values,
                            "compressed"_a = c.compressed, "data_page_offset"_a = c.data_page_offset,
-                           "dictionary_page_offset"_a = c.dictionary_page_offset,
-                           "path"_a = c.path));
+                           "dictionary_page_offset"_a = c.dictionary_page_offset, "path"_a = path));
+  }
   return py::make_tuple(r.num_rows, chunks);
 }
 

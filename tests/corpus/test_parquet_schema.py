@@ -111,3 +111,28 @@ def test_a_dictionary_column_reads_as_its_strings_on_both_decoders(tmp_path):
         for b in C.read_parquet(str(path), "text", 1 << 20, decoder=decoder):
             docs += b.doc_list()
         assert docs == [v.encode() for v in values]
+
+
+def test_regression_a_path_that_is_not_utf8_is_a_corpus_error(tmp_path):
+    """fuzz_parquet (seed 5, input 11787): a footer whose path_in_schema was mutated into bytes
+    that are not UTF-8 let a UnicodeDecodeError out of read_parquet."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import parquet_craft as pc
+
+    body, md = pc.split_file(pc.pyarrow_file(["a", "b"]))
+    pc.column_meta(md)[3] = (9, (8, [b"\xfe\xff"]))
+    path = tmp_path / "bad-path.parquet"
+    path.write_bytes(pc.join_file(body, md))
+    with open(path, "rb") as f:
+        footer = parquet_chunks.read_footer(f, str(path))
+    assert native.parquet_footer(footer, 0)[1][0]["path"] == "\ufffd\ufffd"
+    for decoder in (native.parquet_decode, None):
+        try:
+            docs = [d for b in C.read_parquet(str(path), "text", 1 << 20, decoder=decoder)
+                    for d in b.doc_list()]  # fmt: skip
+        except C.CorpusInputError:
+            continue
+        assert docs == [b"a", b"b"]
