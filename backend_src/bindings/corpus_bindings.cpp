@@ -211,7 +211,8 @@ void bind_parquet(py::module_& m) {
   m.def("parquet_read_file", &parquet_read_file_py, py::arg("path"), py::arg("column"),
         py::arg("group_limit"), py::arg("max_out"), py::arg("max_rows"));
   // The schema's top-level names (bytes) and, for `column` where it is a top-level leaf,
-  // (leaf index, physical type, repetition, converted type, logical type member); -1: none.
+  // (leaf index, physical type, repetition, converted type, logical type member; -1: none),
+  // and whether the page reader takes it without pyarrow (parquet_plain_string).
   m.def(
       "parquet_schema",
       [](const py::bytes& footer, const std::string& column) {
@@ -220,7 +221,8 @@ void bind_parquet(py::module_& m) {
             parquet_schema(reinterpret_cast<const uint8_t*>(f.data()), f.size(), column);
         py::list names;
         for (const std::string& n : s.names) names.append(py::bytes(n));
-        return py::make_tuple(names, s.leaf, s.type, s.repetition, s.converted, s.logical);
+        return py::make_tuple(names, s.leaf, s.type, s.repetition, s.converted, s.logical,
+                              parquet_plain_string(s));
       },
       py::arg("footer"), py::arg("column"));
   // A column chunk's page headers, walked before Arrow reads it (parquet.h:

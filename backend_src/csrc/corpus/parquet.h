@@ -162,6 +162,10 @@ struct ParquetColumnSchema {
 };
 // ParquetCorrupt for a footer or schema that cannot be read (a child count past the list).
 ParquetColumnSchema parquet_schema(const uint8_t* footer, size_t n, const std::string& column);
+// A column the page reader takes without asking pyarrow: a top-level BYTE_ARRAY leaf, REQUIRED
+// or OPTIONAL, with no converted or logical type but UTF8 / STRING (others, DECIMAL or JSON
+// say, are what pyarrow's schema decides on).
+bool parquet_plain_string(const ParquetColumnSchema& s);
 
 // One Parquet file's column `column` through the page reader in one call (parquet_file.cpp):
 // read (`values`, the file's size, the rows its footer claims, its row groups' total_byte_size)

@@ -50,9 +50,10 @@ int64_t add_count(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, std::max<int64_t>(b, 0), &out) ? INT64_MAX : out;
 }
 
-bool plain_string_column(const ParquetColumnSchema& s) {
-  return s.leaf >= 0 && s.type == 6 && (s.repetition == 0 || s.repetition == 1) &&
-         (s.converted == -1 || s.converted == 0) && (s.logical == -1 || s.logical == 1);
+// Where a column chunk's pages start: its dictionary page, if any, else its first data page.
+int64_t chunk_start(const ParquetColumnChunkMeta& c) {
+  return c.dictionary_page_offset > 0 ? std::min(c.data_page_offset, c.dictionary_page_offset)
+                                      : c.data_page_offset;
 }
 
 }  // namespace
@@ -76,7 +77,7 @@ ParquetFileRead parquet_read_file(const std::string& path, const std::string& co
   ParquetColumnSchema schema;
   try {
     schema = parquet_schema(footer.data(), footer.size(), column);
-    if (!plain_string_column(schema)) return r;
+    if (!parquet_plain_string(schema)) return r;
     meta = parquet_footer(footer.data(), footer.size(), schema.leaf);
   } catch (const ParquetCorrupt&) {
     return r;
@@ -87,6 +88,7 @@ ParquetFileRead parquet_read_file(const std::string& path, const std::string& co
   // The chunks the page reader takes in one call: the column's, one codec it reads, inside
   // the file, each row group's values its rows, group_limit compressed bytes at most.
   std::vector<ParquetChunkRef> refs;
+  std::vector<int64_t> starts;  // in the file, beside refs
   int64_t total = 0, rows = 0, rg_bytes = 0;
   const int32_t codec = meta.chunks.front().codec;
   for (const ParquetColumnChunkMeta& c : meta.chunks) {
@@ -94,26 +96,19 @@ ParquetFileRead parquet_read_file(const std::string& path, const std::string& co
     rows = add_count(rows, c.rg_rows);
     rg_bytes = add_count(rg_bytes, c.rg_bytes);
     if (c.rg_rows == 0 && c.num_values == 0) continue;  // an empty row group
-    int64_t start = c.data_page_offset;
-    if (c.dictionary_page_offset > 0) start = std::min(start, c.dictionary_page_offset);
+    const int64_t start = chunk_start(c);
     if (start < 4 || c.compressed < 0 || c.compressed > size - start) return r;
     if (c.num_values != c.rg_rows || c.compressed > group_limit - total) return r;
     refs.push_back({total, c.compressed, c.num_values});
+    starts.push_back(start);
     total += c.compressed;
   }
   // A footer claiming more rows than the file may decode to: the caller's reader fails it
   // before anything is read.
   if (refs.empty() || (max_rows >= 0 && std::max(meta.num_rows, rows) > max_rows)) return r;
   std::vector<uint8_t> buf(size_t(total) + 1);
-  // The chunks' bytes, in order (the same walk as above).
-  size_t k = 0;
-  for (const ParquetColumnChunkMeta& c : meta.chunks) {
-    if (c.rg_rows == 0 && c.num_values == 0) continue;
-    int64_t start = c.data_page_offset;
-    if (c.dictionary_page_offset > 0) start = std::min(start, c.dictionary_page_offset);
-    if (!read_at(f.fd, buf.data() + refs[k].offset, size_t(c.compressed), start)) return r;
-    ++k;
-  }
+  for (size_t k = 0; k < refs.size(); ++k)
+    if (!read_at(f.fd, buf.data() + refs[k].offset, size_t(refs[k].size), starts[k])) return r;
   try {
     r.values = parquet_decode(buf.data(), size_t(total), refs,
                               codec == 1 ? ParquetCodec::kSnappy : ParquetCodec::kUncompressed,

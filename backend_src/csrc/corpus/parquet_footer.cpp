@@ -209,6 +209,11 @@ ParquetColumnSchema parquet_schema(const uint8_t* footer, size_t n, const std::s
   return out;
 }
 
+bool parquet_plain_string(const ParquetColumnSchema& s) {
+  return s.leaf >= 0 && s.type == 6 && (s.repetition == 0 || s.repetition == 1) &&
+         (s.converted == -1 || s.converted == 0) && (s.logical == -1 || s.logical == 1);
+}
+
 ParquetFooter parquet_footer(const uint8_t* footer, size_t n, int leaf) {
   if (leaf < 0) throw std::invalid_argument("leaf must be >= 0");
   ParquetFooter out;

@@ -81,10 +81,15 @@ def import_arrow():
 
     if not _ARROW_POOL_SET:
         _ARROW_POOL_SET = True
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover - not Linux
-            cores = os.cpu_count() or 1
+        cores = _cpu_count()
         if pa.cpu_count() < cores:
             pa.set_cpu_count(cores)
     return pa
+
+
+def _cpu_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

@@ -14,6 +14,7 @@ from ._common import (
     MAX_GPU_THREADS_PER_WORKER,
     MAX_GPU_WORKERS_PER_GPU,
     MAX_IN_PROCESS_GPU_THREADS,
+    _cpu_count,
 )
 
 
@@ -28,13 +29,6 @@ def _gpu_count() -> int:
         return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
     except (OSError, subprocess.SubprocessError):
         return 0
-
-
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover
-        return os.cpu_count() or 1
 
 
 def _dashboard_kwargs(dashboard: bool) -> dict:

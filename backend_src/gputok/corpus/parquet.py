@@ -75,11 +75,7 @@ def read_parquet(
         yield from whole
         return
     if decoder is not None:
-        try:
-            f = open(path, "rb")  # noqa: SIM115 - closed below, or by the generator's end
-        except OSError as e:
-            raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
-        with f:
+        with _open(path) as f:
             layout = native_layout(f, path, column, lambda: _open_arrow(path))
             if layout is not None:
                 yield from _read_layout(f, layout, path, column, batch_bytes, min_batch_bytes,
@@ -107,11 +103,7 @@ def read_parquet(
     md = pf.metadata
     rgs = [md.row_group(i) for i in range(md.num_row_groups)]
     leaf = _parquet_leaf(pf, column)
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as e:
-        raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
-    with f:
+    with _open(path) as f:
         # The footer read natively (never pyarrow's ColumnChunkMetaData: see
         # _corpus_native.parquet_footer) and checked against the file, on both decoders.
         metas = _footer_chunks(f, path, leaf[0], column, len(rgs)) if leaf is not None else None
@@ -147,10 +139,17 @@ def _read_whole(path, column, batch_bytes, min_batch_bytes, decoder, max_expansi
     if got is None:
         return None
     pages, size, rows, rg_bytes = got
-    budget = _decode_budget(path, size, Layout([rows], [rg_bytes], rows, None, None, None),
-                            max_expansion)  # fmt: skip
+    budget = _decode_budget(path, size, rows, max_expansion)
     target = _batch_target(batch_bytes, rg_bytes, min_batch_bytes)
     return _within_budget(_span_batches(pages, target, path, 0), path, budget, max_expansion)
+
+
+def _open(path: str):
+    """``path`` open for reading (CorpusInputError naming it where it cannot be)."""
+    try:
+        return open(path, "rb")  # noqa: SIM115 - the caller's with-block closes it
+    except OSError as e:
+        raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
 
 
 def _open_arrow(path: str):
@@ -178,7 +177,7 @@ def _read_layout(
     """The batches of ``layout``'s row groups within the file's decoding budget, every error
     (pyarrow's included) a CorpusInputError naming the file."""
     size = os.fstat(f.fileno()).st_size
-    budget = _decode_budget(path, size, layout, max_expansion)
+    budget = _decode_budget(path, size, max(layout.num_rows, sum(layout.rows)), max_expansion)
     try:
         groups = _read_parquet_groups(
             f, layout, path, column, batch_bytes, min_batch_bytes, decoder, budget
@@ -192,13 +191,12 @@ def _read_layout(
         raise
 
 
-def _decode_budget(path: str, size: int, layout: Layout, max_expansion: float) -> int | None:
+def _decode_budget(path: str, size: int, rows: int, max_expansion: float) -> int | None:
     """The bytes (text plus ROW_COST a row) ``path`` (of ``size`` bytes) may decode to, None
-    without a limit; CorpusInputError when its footer claims more rows than that already."""
+    without a limit; CorpusInputError when its footer claims more ``rows`` than that already."""
     if not max_expansion:
         return None
     budget = max(EXPANSION_FLOOR_BYTES, int(max_expansion * size))
-    rows = max(layout.num_rows, sum(layout.rows))
     if rows * ROW_COST > budget:
         raise CorpusInputError(
             f"{path}: the footer claims {rows} rows, more than a {size}-byte file may decode "

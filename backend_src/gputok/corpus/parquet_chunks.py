@@ -72,54 +72,45 @@ class Layout:
     arrow: Callable
 
 
-# A column the page reader takes without asking pyarrow: a top-level BYTE_ARRAY leaf, REQUIRED
-# or OPTIONAL, with no converted or logical type but UTF8 / STRING (others, DECIMAL or JSON
-# say, are what pyarrow's schema decides on).
-_PLAIN_TYPES = {"repetition": (0, 1), "converted": (-1, 0), "logical": (-1, 1)}
-
-
 def native_layout(f, path: str, column: str, open_arrow: Callable) -> Layout | None:
     """The Layout of the open file ``f`` from its footer alone (no pyarrow), where the footer
-    reads natively and ``column`` is a plain string column (_PLAIN_TYPES) whose chunks the page
-    reader takes; None for anything else (pyarrow then opens the file and decides, as it
-    always did). Chunks outside the file fail the shard (_footer_chunks)."""
+    reads natively and ``column`` is a plain string column (_corpus_native.parquet_schema's
+    verdict, parquet.h parquet_plain_string) whose chunks the page reader takes; None for
+    anything else (pyarrow then opens the file and decides, as it always did). Chunks outside
+    the file fail the shard (_footer_chunks)."""
     from gputok import _corpus_native as native
 
-    footer = read_footer(f, path)
+    footer, size = read_footer(f, path)
     if footer is None:
         return None
     try:
-        _names, leaf, typ, rep, conv, logical = native.parquet_schema(footer, column)
-    except native.ParquetCorrupt:
-        return None
-    kinds = {"repetition": rep, "converted": conv, "logical": logical}
-    if leaf < 0 or typ != _BYTE_ARRAY or any(v not in _PLAIN_TYPES[k] for k, v in kinds.items()):
-        return None
-    try:
+        leaf, rep, plain = (native.parquet_schema(footer, column)[k] for k in (1, 3, 6))
+        if not plain:
+            return None
         num_rows, metas = native.parquet_footer(footer, leaf)
     except (native.ParquetUnsupported, native.ParquetCorrupt):
         return None
-    if not metas or not check_chunks(metas, path, column, os.fstat(f.fileno()).st_size):
+    if not metas or not check_chunks(metas, path, column, size):
         return None
     rows = [m["rg_rows"] for m in metas]
     sizes = [m["rg_bytes"] for m in metas]
     return Layout(rows, sizes, num_rows, (leaf, 1 if rep == 1 else 0), metas, open_arrow)
 
 
-def read_footer(f, path: str) -> bytes | None:
-    """The FileMetaData bytes of the open file ``f``; None where its tail is not a Parquet
-    footer (Arrow then says what is wrong)."""
+def read_footer(f, path: str) -> tuple[bytes | None, int]:
+    """(the FileMetaData bytes of the open file ``f``, its size); None for the bytes where its
+    tail is not a Parquet footer (Arrow then says what is wrong)."""
     try:
         size = os.fstat(f.fileno()).st_size
         f.seek(max(0, size - 8))
         tail = f.read(8)
         if size < 12 or tail[4:] != b"PAR1":
-            return None
+            return None, size
         flen = int.from_bytes(tail[:4], "little")
         if flen > size - 12:
-            return None
+            return None, size
         f.seek(size - 8 - flen)
-        return f.read(flen)
+        return f.read(flen), size
     except OSError as e:
         raise CorpusInputError(f"{path}: cannot read: {e.strerror or e}") from e
 
@@ -131,7 +122,7 @@ def _footer_chunks(f, path: str, leaf: int, column: str, pf_row_groups: int) -> 
     layout it does not know): Arrow then reads the whole file."""
     from gputok import _corpus_native as native
 
-    footer = read_footer(f, path)
+    footer, size = read_footer(f, path)
     if footer is None:
         return None
     try:
@@ -140,7 +131,7 @@ def _footer_chunks(f, path: str, leaf: int, column: str, pf_row_groups: int) -> 
         return None
     if len(metas) != pf_row_groups:
         return None
-    return metas if check_chunks(metas, path, column, os.fstat(f.fileno()).st_size) else None
+    return metas if check_chunks(metas, path, column, size) else None
 
 
 def check_chunks(metas: list[dict], path: str, column: str, size: int) -> bool:

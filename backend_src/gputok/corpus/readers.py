@@ -337,7 +337,7 @@ def _parquet_names(path: str) -> list[str] | None:
 
     try:
         with open(path, "rb") as f:
-            footer = read_footer(f, path)
+            footer, _size = read_footer(f, path)
         if footer is not None:
             names = native.parquet_schema(footer, "")[0]
             return [n.decode("utf-8", "replace") for n in names]
