@@ -6,12 +6,17 @@ bench/bench_gpu.py cuts them), each through ``gpt2(device="cuda").encode_batch_f
 
 - end to end, the median of many warm calls (and the 10th percentile), beside gigatoken's
   ``encode(text)`` in its faster exact configuration (both constructors tried) on all cores;
+  the default variant also through ``encode_to_numpy(text)``, one text's own call (an array,
+  as gigatoken's ``encode`` returns);
 - the same calls with ``GpuTuning.profile`` on: the encoder's own per-call split (plan,
   staging, submit, wait for the device, copy-out) and per-kernel split (the fused kernel's
   stage stamps), medians over the calls; what the encoder does not see is the binding and
   Python (special tokens, UTF-8, the numpy result);
-- ``--variants``: GpuTuning variants (NAME=FIELD:VALUE[+FIELD:VALUE...], comma-separated)
-  timed the same way, every output checked.
+- ``--variants``: GpuTuning variants (NAME=FIELD:VALUE[+FIELD:VALUE...], comma-separated;
+  a field may also be the gpt2() option gpu_cache_bytes) timed the same way, every output
+  checked;
+- ``--unseen K``: K further texts of each size, each called once per variant (text the
+  variant has not seen, as a server meets it), beside the repeated text's warm figure.
 
 Every output is checked against tiktoken's ids (non-empty, equal) before any timing.
 
@@ -71,13 +76,65 @@ def times_of(fn, reps: int) -> tuple[float, float]:
     return statistics.median(ts), ts[len(ts) // 10]
 
 
+# Variant fields that are gpt2() options rather than GpuTuning fields.
+OPTION_FIELDS = ("gpu_cache_bytes",)
+
+
 def tuning_of(gputok, spec: str):
     t = gputok.GpuTuning()
     for part in filter(None, spec.split("+")):
         field, value = part.split(":")
+        if field in OPTION_FIELDS:
+            continue
         cur = getattr(t, field)
         setattr(t, field, type(cur)(int(value)) if not isinstance(cur, bool) else value == "1")
     return t
+
+
+def tokenizer_of(gputok, spec: str, **more):
+    """gpt2(device="cuda") with a variant's GpuTuning fields and gpt2() options."""
+    opts = {}
+    for part in filter(None, spec.split("+")):
+        field, value = part.split(":")
+        if field in OPTION_FIELDS:
+            opts[field] = int(value)
+    return gputok.gpt2(device="cuda", gpu_tuning=tuning_of(gputok, spec), **opts, **more)
+
+
+def unseen_texts(tokens: list[int], k: int, tt) -> dict[int, list[tuple[str, list[int]]]]:
+    """k texts of each size from further into the corpus than texts_of's prefixes, so that
+    each call meets text it has not seen (words it has: the corpus's common ones)."""
+    from corpus_fixture import load_corpus
+
+    docs = load_corpus("bench")
+    unit = " " + "".join(docs[len(docs) // 2 :]).strip()
+    out = {}
+    for n in tokens:
+        ids = tt.encode_ordinary(unit[: (k + 1) * n * 6])
+        texts = []
+        for i in range(k):
+            text = tt.decode_bytes(ids[i * n : (i + 1) * n]).decode("utf-8", "ignore")
+            texts.append((text, tt.encode_ordinary(text)))
+        out[n] = texts
+    return out
+
+
+def measure_unseen(toks: dict, texts: list[tuple[str, list[int]]]) -> dict:
+    """Median us of one call per text per variant, the variants in turn on each text; every
+    output checked."""
+    calls = {
+        name: (lambda t, tok=tok: tok.encode_batch_flat([t], disallowed_special=())[0])
+        for name, tok in toks.items()
+    }
+    calls["encode_to_numpy"] = toks["default"].encode_to_numpy
+    ts: dict[str, list[float]] = {name: [] for name in calls}
+    for text, want in texts:
+        for name, call in calls.items():
+            t0 = time.perf_counter_ns()
+            ids = call(text)
+            ts[name].append((time.perf_counter_ns() - t0) / 1e3)
+            assert len(ids) and ids.tolist() == want, f"{name}: unseen text differs"
+    return {name: round(statistics.median(v), 2) for name, v in ts.items()}
 
 
 _CALL = re.compile(
@@ -91,9 +148,7 @@ _FUSED = re.compile(r"\[(?:fused|lean):([^\]]*) us\]")
 
 def profiled(gputok, spec: str, text: str, want: list[int], calls: int) -> dict:
     """Medians of the encoder's own per-call and per-kernel split (GpuTuning.profile)."""
-    t = tuning_of(gputok, spec)
-    t.profile = True
-    tok = gputok.gpt2(device="cuda", gpu_tuning=t)
+    tok = tokenizer_of(gputok, spec + "+profile:1")
     for _ in range(3):
         tok.encode_batch_flat([text], disallowed_special=())
     with tempfile.TemporaryFile() as f:
@@ -154,6 +209,11 @@ def measure_row(args, gputok, toks, variants, cpu, gts, n, text, want) -> dict:
             continue
         med, p10 = times_of(call(tok), args.reps)
         row["us"][name], row["p10_us"][name] = round(med, 2), round(p10, 2)
+    # One text's own call (an array, as gigatoken's encode returns): no list of texts to
+    # convert and no offsets array.
+    tok = toks["default"]
+    assert tok.encode_to_numpy(text).tolist() == want
+    row["numpy_us"] = round(times_of(lambda: tok.encode_to_numpy(text), args.reps)[0], 2)
     assert cpu.encode_batch_flat([text], disallowed_special=())[0].tolist() == want
     row["cpu_us"] = round(times_of(call(cpu), args.reps)[0], 2)
     for name, g in gts.items():
@@ -175,18 +235,27 @@ def print_tables(res: dict) -> None:
     print(
         "| tokens | bytes | "
         + " | ".join(f"GPU {k} us" for k in names)
-        + " | CPU path us | gigatoken us | default / gigatoken |"
+        + " | GPU encode_to_numpy us | CPU path us | gigatoken us | default / gigatoken"
+        + " | encode_to_numpy / gigatoken |"
     )
-    print("|" + "---|" * (len(names) + 5))
+    print("|" + "---|" * (len(names) + 7))
     for r in rows:
         g = r["gigatoken_us"]
         cells = [f"{r['us'][k]:.1f}" if k in r["us"] else "MISMATCH" for k in names]
         x = f"{g / r['us']['default']:.2f}x" if g and "default" in r["us"] else "–"
+        xn = f"{g / r['numpy_us']:.2f}x" if g else "–"
         print(
             f"| {r['tokens']:,} | {r['bytes']:,} | "
             + " | ".join(cells)
-            + f" | {r['cpu_us']:.1f} | {g if g else '–'} | {x} |"
+            + f" | {r['numpy_us']:.1f} | {r['cpu_us']:.1f} | {g if g else '–'} | {x} | {xn} |"
         )
+    if any("unseen_us" in r for r in rows):
+        cols = [*names, "encode_to_numpy"]
+        print("\n| tokens | " + " | ".join(f"unseen {k} us" for k in cols) + " |")
+        print("|" + "---|" * (len(cols) + 1))
+        for r in rows:
+            u = r.get("unseen_us", {})
+            print(f"| {r['tokens']:,} | " + " | ".join(f"{u.get(k, 0):.1f}" for k in cols) + " |")
     print("\n| tokens, variant | profile (us, medians) |\n|---|---|")
     for r in rows:
         for name, prof in r["profile"].items():
@@ -201,6 +270,9 @@ def parse_args():
     ap.add_argument("--profile-calls", type=int, default=40)
     ap.add_argument("--variants", default="", help="NAME=FIELD:VALUE[+FIELD:VALUE],...")
     ap.add_argument("--profile-variants", default="default", help="variants profiled")
+    ap.add_argument(
+        "--unseen", type=int, default=0, help="also time K texts a size, each called once"
+    )
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/latency"))
     ap.add_argument(
         "--repeat-only",
@@ -228,12 +300,14 @@ def main() -> None:
     gts = exact_gigatokens(texts)
     variants = {"default": ""}
     variants.update(v.split("=", 1) for v in filter(None, args.variants.split(",")))
-    toks = {
-        name: gputok.gpt2(device="cuda", gpu_tuning=tuning_of(gputok, spec))
-        for name, spec in variants.items()
-    }
+    toks = {name: tokenizer_of(gputok, spec) for name, spec in variants.items()}
     cpu = gputok.gpt2(device="cpu")
     rows = [measure_row(args, gputok, toks, variants, cpu, gts, *t) for t in texts]
+    if args.unseen:
+        unseen = unseen_texts([r["tokens"] for r in rows], args.unseen, tt)
+        for r in rows:
+            r["unseen_us"] = measure_unseen(toks, unseen[r["tokens"]])
+            log(f"{r['tokens']} tokens, unseen texts: {r['unseen_us']}")
     # The fixed host cost: an empty text goes through the binding and the encoder's plan
     # but launches nothing.
     empty = times_of(lambda: toks["default"].encode_batch_flat([""], disallowed_special=()), 300)

@@ -7,7 +7,7 @@
 #       tests,alltests,mutant,latency,ncu,envelope,crossover (default: tests,latency)
 #
 # Needs what scripts/gpu_check.sh needs (.gpucarry/gpu prebuilt module, .whl, .carry corpus);
-# LAT_VARIANTS, LAT_TOKENS, NCU_TOKENS, ENV_SIZES, ENV_CONFIGS, ENV_ARGS and CX_ARGS override the stages' inputs.
+# LAT_VARIANTS, LAT_TOKENS, LAT_PROFILE, LAT_ARGS, LAT_TIMEOUT, MUT_TESTS, NCU_TOKENS, ENV_SIZES, ENV_CONFIGS, ENV_ARGS and CX_ARGS override the stages' inputs.
 # Logs and results go under $OUT; a short table is printed last.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +23,8 @@ export PYTHONPATH=/tmp/site:$PWD/backend_src
 [ -f .cache/corpus/corpus-bench.jsonl ] || $PY bench/corpus.py unbundle --bundle .carry/corpus-bench.jsonl.xz >/dev/null 2>&1
 if has tests; then
   timeout 200 $PY -m pytest -q -x -p no:cacheprovider tests/gpu/test_fused_lean.py tests/gpu/test_gpu.py tests/gpu/test_gpu_paths.py \
-    -k "lean or fused or tile_edges or small_inputs or long_pieces or pathological or uint16" >"$OUT/pytest.log" 2>&1
+    tests/gpu/test_learned_cache.py \
+    -k "lean or fused or tile_edges or small_inputs or long_pieces or pathological or uint16 or learn or cache or threads" >"$OUT/pytest.log" 2>&1
   echo "pytest (fused paths) rc=$? $(tail -1 "$OUT/pytest.log")"
 fi
 if has alltests; then
@@ -31,9 +32,9 @@ if has alltests; then
   echo "pytest (GPU, not slow) rc=$? $(tail -1 "$OUT/pytest-all.log")"
 fi
 if has mutant; then
-  # .mut/gputok: a build with a planted bug (.mut/MUTANT says which); the lean test must fail
+  # .mut/gputok: a build with a planted bug (.mut/MUTANT says which); MUT_TESTS must fail
   PYTHONPATH=/tmp/site:$PWD/.mut timeout 120 $PY -m pytest -q -x -p no:cacheprovider \
-    tests/gpu/test_fused_lean.py >"$OUT/mutant.log" 2>&1
+    ${MUT_TESTS:-tests/gpu/test_fused_lean.py} >"$OUT/mutant.log" 2>&1
   rc=$?
   echo "mutant ($(cat .mut/MUTANT 2>/dev/null)): pytest rc=$rc (1: caught) $(tail -1 "$OUT/mutant.log")"
 fi
@@ -59,8 +60,8 @@ if has crossover; then
   echo "crossover rc=$?"; tail -25 "$OUT/crossover.log"
 fi
 if has latency; then
-  timeout 200 $PY bench/bench_gpu_latency.py --out "$OUT" --profile-variants default,nine,early \
-    ${LAT_TOKENS:+--tokens $LAT_TOKENS} --variants "${LAT_VARIANTS:-nine=fused_lean:0,early=lean_take_early:1}" \
+  timeout ${LAT_TIMEOUT:-200} $PY bench/bench_gpu_latency.py --out "$OUT" --profile-variants ${LAT_PROFILE:-default,nine,early} \
+    ${LAT_TOKENS:+--tokens $LAT_TOKENS} ${LAT_ARGS:-} --variants "${LAT_VARIANTS:-nine=fused_lean:0,early=lean_take_early:1}" \
     >"$OUT/latency.md" 2>"$OUT/latency.log"
   echo "latency rc=$?"
 fi

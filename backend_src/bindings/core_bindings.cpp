@@ -35,7 +35,7 @@ class Core {
   Core(std::shared_ptr<const Vocab> vocab, const std::string& device, const std::string& algorithm,
        int device_id, size_t pool_limit, bool gpu_pretokenize, bool blocking_sync, int copy_threads,
        std::optional<int64_t> cpu_below_bytes, std::optional<int64_t> bytes_per_row,
-       const GpuTuning& tuning)
+       const GpuTuning& tuning, size_t gpu_cache_bytes)
       : ints_(bind::IdList::at_least(vocab->n_vocab())) {
     TokenizerOptions o;
     o.gpu_tuning = tuning;
@@ -46,6 +46,7 @@ class Core {
     o.gpu.gpu_pretokenize = gpu_pretokenize;
     o.gpu.blocking_sync = blocking_sync;
     o.gpu.copy_threads = copy_threads;
+    o.gpu.learned_cache_bytes = gpu_cache_bytes;
     if (auto c = to_crossover(cpu_below_bytes, bytes_per_row)) {
       o.crossover = *c;
       o.crossover_given = true;
@@ -155,6 +156,7 @@ class Core {
     d["pinned_allocs"] = c.pinned_allocs;
     d["launches"] = c.launches;
     d["device_bytes"] = c.device_bytes;
+    d["learned_bytes"] = c.learned_bytes;
     return d;
   }
 
@@ -241,6 +243,9 @@ void bind_gpu_tuning(py::module_& m) {
       .def_readwrite("fused_lean", &GpuTuning::fused_lean)
       .def_readwrite("lean_take_early", &GpuTuning::lean_take_early)
       .def_readwrite("pair_sparser", &GpuTuning::pair_sparser)
+      .def_readwrite("learn_thread_min", &GpuTuning::learn_thread_min)
+      .def_readwrite("learn_early", &GpuTuning::learn_early)
+      .def_readwrite("kernel_events", &GpuTuning::kernel_events)
       .def_readwrite("encode_slots", &GpuTuning::encode_slots)
       .def_readwrite("chunk_bytes", &GpuTuning::chunk_bytes)
       .def_readwrite("lanes", &GpuTuning::lanes)
@@ -275,12 +280,13 @@ void bind_core(py::module_& m) {
   using Bytes = std::optional<int64_t>;
   py::class_<Core>(m, "Core")
       .def(py::init<std::shared_ptr<const Vocab>, const std::string&, const std::string&, int,
-                    size_t, bool, bool, int, Bytes, Bytes, const GpuTuning&>(),
+                    size_t, bool, bool, int, Bytes, Bytes, const GpuTuning&, size_t>(),
            py::arg("vocab"), py::arg("device") = "cpu", py::arg("algorithm") = "per_word",
            py::arg("device_id") = 0, py::arg("pool_limit") = 0, py::arg("gpu_pretokenize") = true,
            py::arg("blocking_sync") = false, py::arg("copy_threads") = 0,
            py::arg("cpu_below_bytes") = py::none(), py::arg("bytes_per_row") = py::none(),
-           py::arg("tuning") = GpuTuning())
+           py::arg("tuning") = GpuTuning(),
+           py::arg("gpu_cache_bytes") = GpuOptions{}.learned_cache_bytes)
       .def_property_readonly("gpu_tuning",
                              [](const Core& c) {
                                const GpuEncoder* g = c.tok().gpu();

@@ -81,6 +81,7 @@ struct GpuCounters {
   uint64_t pinned_allocs = 0;  // cudaHostAlloc calls
   uint64_t launches = 0;       // kernel launches since construction
   size_t device_bytes = 0;     // bytes held by the pool now
+  size_t learned_bytes = 0;    // bytes of pieces the learned cache holds (GpuOptions)
 };
 
 struct GpuOptions {
@@ -102,6 +103,11 @@ struct GpuOptions {
   // 2026-11-23); a lone 1 GB call ran at 4.1-4.8 GB/s with 8 and 5.0-5.8 with 16 (H100 host,
   // 2026-11-25).
   int copy_threads = 0;
+  // Device memory for the learned cache (cuda/learned_cache.cuh): pieces that calls of up to
+  // GpuTuning::fused_max_bytes had to merge, with their ids, kept for later calls; a full
+  // cache keeps what it has. 0: none (every such piece is merged every time). Results never
+  // depend on it. Measured: the notes in learned_cache.cuh.
+  size_t learned_cache_bytes = size_t(64) << 20;
 };
 
 // The GPU path's tuning and ablation switches, in one place: benchmarks and ablation scripts
@@ -122,7 +128,18 @@ struct GpuTuning {
   bool fused_lean = true;        // false: the fused kernel with nine grid barriers instead of three
   bool lean_take_early = false;  // lean: warps take listed pieces before the second barrier
   int pair_sparser = 2;          // device pair table: 2^this times the CPU table's slots (0-4)
-  size_t encode_slots = 4;       // calls that run at once (1-8)
+  // Misses merged by one thread use the learned cache (GpuOptions::learned_cache_bytes) from
+  // this many bytes; 0: never (warp pieces always do). 9: the small kernel's one-thread merges
+  // of 9-32 bytes, not the lean kernel's of up to warp_min_small (8) bytes, whose merge costs
+  // about what a lookup and an insert cost (learned_cache.cuh's notes).
+  int learn_thread_min = 9;
+  // true: the thread that finds a warp's piece looks it up in the learned cache first (a hit
+  // needs no warp); false: the warp does.
+  bool learn_early = false;
+  // true: CUDA events time the lean kernel too (every other path is timed by events anyway);
+  // false: it writes its own start and end into mapped memory (coop_device.cuh's host_stamp).
+  bool kernel_events = false;
+  size_t encode_slots = 4;  // calls that run at once (1-8)
   // Large calls: chunks of at most chunk_bytes of text, `lanes` of them in flight (staging,
   // upload, kernels, download and copy-out of different chunks overlap); 1 lane: one chunk
   // at a time. The pool limit shrinks the chunks so that every lane fits under it. H100,

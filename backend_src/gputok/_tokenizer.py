@@ -47,6 +47,10 @@ class Tokenizer(EncodingAPI):
     ``cpu_below_bytes - rows * bytes_per_row``, the GPU from there (same ids either way).
     Unset, the rule is ``default_crossover()`` for device="auto" and "always the GPU" for
     device="cuda"; ``set_cpu_below_bytes`` changes it later.
+
+    ``gpu_cache_bytes``: device memory for the GPU's learned cache, the pieces that calls of up
+    to 128 KiB had to merge, kept with their ids for later calls (64 MiB by default; 0: none;
+    a full cache keeps what it has). Results never depend on it, only speed does.
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class Tokenizer(EncodingAPI):
         blocking_sync: bool = False,
         copy_threads: int = 0,
         piece_cache_bytes: int | None = None,
+        gpu_cache_bytes: int | None = None,
         cpu_spin_us: int | None = None,
         cpu_below_bytes: int | None = None,
         bytes_per_row: int | None = None,
@@ -74,6 +79,7 @@ class Tokenizer(EncodingAPI):
         self._changed: dict = {}  # set_* calls since, by name: their arguments
         self._vocab = vocab
         self._special_tokens = dict(special_tokens)
+        gpu_cache = _gpu_cache_bytes(gpu_cache_bytes)
         self._core = _core.Core(
             vocab,
             device,
@@ -86,6 +92,7 @@ class Tokenizer(EncodingAPI):
             cpu_below_bytes,
             bytes_per_row,
             tuning=gpu_tuning if gpu_tuning is not None else _core.GpuTuning(),
+            **gpu_cache,
         )
         self.device_id = int(device_id)  # the GPU it runs on when device is "cuda"
         if piece_cache_bytes is not None:
@@ -445,6 +452,22 @@ class Tokenizer(EncodingAPI):
     def __reduce__(self):
         """Pickles as the gputok call that built it and the set_* calls since (_recipe.py)."""
         return _recipe.reduce(self)
+
+
+def _gpu_cache_bytes(nbytes) -> dict:
+    """Core's gpu_cache_bytes argument: {} for the default (64 MiB), else 0 (none) or 64 KiB
+    to 16 GiB of device memory."""
+    if nbytes is None:
+        return {}
+    if (
+        isinstance(nbytes, bool)
+        or not isinstance(nbytes, int)
+        or not (nbytes == 0 or 1 << 16 <= nbytes <= 1 << 34)
+    ):
+        raise ValueError(
+            f"gpu_cache_bytes must be 0 (no cache) or an int from 65536 to 2**34, got {nbytes!r}"
+        )
+    return {"gpu_cache_bytes": nbytes}
 
 
 def _as_text_sequence(texts) -> Sequence:

@@ -284,3 +284,17 @@ def test_the_cache_is_faulted_in_when_built_not_on_the_first_call():
     grown_mb = (_anon_kb() - before) / 1024
     assert grown_mb < 64, f"a 1 GiB cache was faulted in at build: {grown_mb:.1f} MB"
     assert big.encode_ordinary("hello world") == [31373, 995]
+
+
+@pytest.mark.parametrize("bad", [-1, 100, (1 << 34) + 1, True, 1.5, "64M"])
+def test_gpu_cache_bytes_out_of_range_is_refused_before_any_build(bad):
+    """The GPU's learned cache (gpu_cache_bytes): 0 or 64 KiB-16 GiB, checked in Python on
+    every machine (a CPU tokenizer takes the argument and has no use for it)."""
+    with pytest.raises(ValueError, match="gpu_cache_bytes"):
+        gputok.gpt2(device="cpu", gpu_cache_bytes=bad)
+
+
+def test_gpu_cache_bytes_in_range_builds():
+    for ok in (0, 1 << 16, 1 << 34):
+        tok = gputok.gpt2(device="cpu", gpu_cache_bytes=ok)
+        assert tok.encode_ordinary("hello world") == [31373, 995]

@@ -69,3 +69,26 @@ def test_fused_lean_matches_the_nine_barrier_kernel(corpus, ref):
             before = g.gpu_counters()["launches"]
             g.encode_batch_flat(texts, disallowed_special=())
             assert g.gpu_counters()["launches"] - before == 1, label
+
+
+def test_the_lean_kernels_own_clock_gives_its_time(corpus):
+    """Without events (GpuTuning.kernel_events False, the default) the lean kernel writes its
+    start and end into mapped memory: the kernel time is positive, within the call's wall time,
+    and of the order of the events' figure for the same calls (kernel_events True)."""
+    import time
+
+    texts = ["".join(corpus[:200]).encode()[:40_000].decode("utf-8", "ignore")]
+    clocked, evented = gputok.gpt2(device="cuda"), _tuned(kernel_events=True)
+    for g in (clocked, evented):
+        g.tokenize_batch(texts)
+    own, events = [], []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        _, ms = clocked.tokenize_batch(texts)
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        assert 0.0 < ms < wall_ms, (ms, wall_ms)
+        own.append(ms)
+        events.append(evented.tokenize_batch(texts)[1])
+    own.sort()
+    events.sort()
+    assert events[10] / 3 < own[10] < events[10] * 3, (own[10], events[10])

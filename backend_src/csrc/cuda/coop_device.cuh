@@ -47,6 +47,19 @@ __device__ __forceinline__ void stamp(const ChunkDev& c, int k) {
   }
 }
 
+// The fused kernels' own clock for a call's kernel time (GpuEncoder::encode's return) when
+// no CUDA events are recorded (encode_chunk.cu): the global timer (ns) written by one thread
+// into mapped pinned memory, host_head[kHostStampAt, +2) at the start and [+2, +4) at the end,
+// which the host reads after its sync. Two event records and an elapsed-time query cost the host
+// more than the kernel of a short text gains from anything else (the notes in encode_chunk.cu).
+__device__ __forceinline__ void host_stamp(const ChunkDev& c, int k) {
+  if (!c.host_head) return;
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  c.host_head[kHostStampAt + 2 * k] = uint32_t(t);
+  c.host_head[kHostStampAt + 2 * k + 1] = uint32_t(t >> 32);
+}
+
 // Sum of sums[0, b), computed by the whole block (after a grid barrier).
 __device__ inline uint32_t block_prefix(CoopScanShared& sh, const uint32_t* sums, uint32_t b) {
   uint32_t acc = 0;

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -30,7 +31,7 @@ class DeviceTables {
   // (the same hash and probing, keys re-inserted), so a lookup of an absent pair, most of the
   // lookups of a warp pass, ends after fewer probes: each probe is a dependent round trip on
   // the merge loops' critical path.
-  void build(const Vocab& vocab, uint64_t& allocs, int sparser = 0) {
+  void build(const Vocab& vocab, uint64_t& allocs, int sparser = 0, size_t learned_bytes = 0) {
     const std::vector<uint64_t> slots = respread(vocab, sparser);
     const size_t cap = slots.size() / 2;
     if (cap == 0 || (cap & (cap - 1)) != 0)
@@ -56,7 +57,40 @@ class DeviceTables {
     vocab_ = VocabView{PairTableView{d_slots, uint32_t(cap - 1)}, d_bytes};
     uni_ = UnicodeTableView{d_s1, d_s2};
     build_cache(vocab, allocs);
+    build_learned(learned_bytes, allocs);
   }
+
+  // The learned cache (learned_cache.cuh) in one buffer of `bytes` (0: none; at least 64 KiB):
+  // its counter, a quarter of it as slots (a power of two of 16 bytes each), the rest as blob.
+  // Only the counter and the slots are zeroed; blob bytes are written before they are read.
+  void build_learned(size_t bytes, uint64_t& allocs) {
+    if (bytes == 0) return;
+    bytes = std::max<size_t>(bytes, size_t(64) << 10);
+    size_t slots = 1024;
+    while (slots * 2 * 16 <= bytes / 4) slots <<= 1;
+    const size_t head = 256, blob = bytes - head - slots * 16;
+    GPUTOK_CUDA(cudaMalloc(&learned_block_, bytes));
+    ++allocs;
+    char* p = static_cast<char*>(learned_block_);
+    GPUTOK_CUDA(cudaMemset(p, 0, head + slots * 16));
+    LearnedCacheView& lc = cache_.learned;
+    lc.used = reinterpret_cast<unsigned long long*>(p);
+    lc.slots = reinterpret_cast<unsigned long long*>(p + head);
+    lc.blob = reinterpret_cast<uint8_t*>(p + head + slots * 16);
+    lc.blob_bytes = blob;
+    lc.mask = uint32_t(slots - 1);
+    learned_bytes_ = bytes;
+  }
+
+  // Blob bytes the learned cache holds (what was handed out, up to its size; 0 without one).
+  size_t learned_used() const {
+    const LearnedCacheView& lc = cache_.learned;
+    if (!lc.used) return 0;
+    unsigned long long used = 0;
+    GPUTOK_CUDA(cudaMemcpy(&used, lc.used, sizeof used, cudaMemcpyDeviceToHost));
+    return size_t(std::min<unsigned long long>(used, lc.blob_bytes));
+  }
+  size_t learned_bytes() const { return learned_bytes_; }
 
   static std::vector<uint64_t> respread(const Vocab& vocab, int sparser) {
     const auto& src = vocab.pair_slots();
@@ -121,7 +155,7 @@ class DeviceTables {
     GPUTOK_CUDA(cudaMemcpy(dkv, kv.data(), slots * 16, cudaMemcpyHostToDevice));
     if (!blob.empty())
       GPUTOK_CUDA(cudaMemcpy(db, blob.data(), blob.size(), cudaMemcpyHostToDevice));
-    cache_ = PieceCacheView{dkv, db, uint32_t(slots - 1)};
+    cache_ = PieceCacheView{dkv, db, uint32_t(slots - 1), cache_.learned};
     cache_entries_ = chosen.size();
   }
   void release() {
@@ -129,6 +163,8 @@ class DeviceTables {
     block_ = nullptr;
     if (cache_block_) cudaFree(cache_block_);
     cache_block_ = nullptr;
+    if (learned_block_) cudaFree(learned_block_);
+    learned_block_ = nullptr;
   }
   PieceCacheView cache() const { return cache_; }
   size_t cache_entries() const { return cache_entries_; }
@@ -139,6 +175,8 @@ class DeviceTables {
  private:
   void* block_ = nullptr;
   void* cache_block_ = nullptr;
+  void* learned_block_ = nullptr;
+  size_t learned_bytes_ = 0;
   size_t bytes_ = 0;
   size_t cache_entries_ = 0;
   PieceCacheView cache_{nullptr, nullptr, 0};

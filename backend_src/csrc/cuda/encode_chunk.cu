@@ -229,11 +229,16 @@ void GpuEncoder::Impl::enqueue_kernels(EncodeSlot& S, EncodeLane& L, Algorithm a
     GPUTOK_CUDA(graph ? cudaEventRecordWithFlags(e, L.stream, cudaEventRecordExternal)
                       : cudaEventRecord(e, L.stream));
   };
+  // The lean kernel clocks itself into the mapped head (coop_device.cuh's host_stamp): no
+  // events unless the profile wants them.
+  L.events = !(L.lean && L.direct_head) || tuning.profile || tuning.kernel_events;
   auto enqueue = [&] {
-    record(L.ev0);
+    if (L.events) record(L.ev0);
     int launches = 0;
     const VocabView v = tables.vocab();
-    const PieceCacheView cache = tuning.piece_cache ? tables.cache() : PieceCacheView{};
+    PieceCacheView cache = tuning.piece_cache ? tables.cache() : PieceCacheView{};
+    cache.learned.thread_min = tuning.learn_thread_min > 0 ? tuning.learn_thread_min : 1 << 30;
+    cache.learned.early = tuning.learn_early;
     if (L.small || L.fused) {  // the whole per_word pipeline in one launch
       const uint32_t wm = per_word.warp_min_for(c.n);
       const UnicodeTableView uni = tables.unicode();
@@ -258,7 +263,7 @@ void GpuEncoder::Impl::enqueue_kernels(EncodeSlot& S, EncodeLane& L, Algorithm a
       if (prof) GPUTOK_CUDA(cudaEventRecord(L.ev_merge, L.stream));
       launches += launch_compact(c, L.stream);
     }
-    record(L.ev1);
+    if (L.events) record(L.ev1);
     S.counters.launches += uint64_t(launches);
   };
   if (!graph) {
@@ -312,7 +317,13 @@ ChunkIds GpuEncoder::Impl::collect_chunk(EncodeSlot& S, EncodeLane& L, Algorithm
   }
   const double wait_us = std::chrono::duration<double, std::micro>(clk::now() - t0).count();
   t.wait += wait_us;
-  GPUTOK_CUDA(cudaEventElapsedTime(&ms, L.ev0, L.ev1));
+  if (L.events) {
+    GPUTOK_CUDA(cudaEventElapsedTime(&ms, L.ev0, L.ev1));
+  } else {
+    const uint32_t* h = reinterpret_cast<const uint32_t*>(L.pin_out.base()) + kHostStampAt;
+    const uint64_t start = h[0] | uint64_t(h[1]) << 32, end = h[2] | uint64_t(h[3]) << 32;
+    ms = end > start ? float(double(end - start) / 1e6) : 0.0f;
+  }
   if (tuning.profile && !L.graph) print_chunk(L, total, ms, algorithm, wait_us);
   return ChunkIds{reinterpret_cast<const int32_t*>(L.pin_out.base() + ids_at), total,
                   L.unit_ends.data()};

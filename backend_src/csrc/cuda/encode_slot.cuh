@@ -118,6 +118,7 @@ struct EncodeLane {
   bool empty = true, small = false, fused = false, lean = false, direct = false;
   bool direct_head = false;
   bool graph = false;
+  bool events = true;  // ev0/ev1 recorded around the kernels (else the kernel's own clock)
   double t_stage_us = 0, t_launch_us = 0, t_submit_us = 0;  // GpuTuning::profile
 
   void open(bool blocking_sync) {

@@ -37,6 +37,7 @@
 #include "common.cuh"
 #include "coop_device.cuh"
 #include "kernels.cuh"
+#include "learned_cache.cuh"
 #include "per_word_device.cuh"
 #include "pretok_device.cuh"
 
@@ -136,8 +137,9 @@ __device__ __forceinline__ uint64_t* listed(const ChunkDev& c) {
 // One warp: listed piece q (its word is being written if it is not yet: whoever listed it
 // holds that slot), merged, its ids added to the counts (global atomics: a listed piece may
 // be any block's).
-__device__ void merge_listed_at(const ChunkDev& c, VocabView v, LeanShared& sh,
-                                uint32_t* sums_tokens, uint32_t span, bool multi, uint32_t q) {
+__device__ void merge_listed_at(const ChunkDev& c, VocabView v, const PieceCacheView& cache,
+                                LeanShared& sh, uint32_t* sums_tokens, uint32_t span, bool multi,
+                                uint32_t q) {
   const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   uint64_t e = 0;
   if (lane == 0) {
@@ -147,10 +149,9 @@ __device__ void merge_listed_at(const ChunkDev& c, VocabView v, LeanShared& sh,
   }
   e = __shfl_sync(kFull, e, 0);
   const uint32_t s = uint32_t(e), len = uint32_t(e >> 32);
-  const int m =
-      merge_listed_piece(v, c.text, s, int(len), len <= uint32_t(kCoopWarpCap),
-                         WarpParts{sh.w.A[warp], sh.w.R[warp], sh.w.F[warp], sh.w.MG[warp]}, c.tok,
-                         c.aux, c.piece_flag, int(lane), multi);
+  const int m = warp_piece_ids(v, cache, c.text, s, int(len), len <= uint32_t(kCoopWarpCap),
+                               WarpParts{sh.w.A[warp], sh.w.R[warp], sh.w.F[warp], sh.w.MG[warp]},
+                               c.tok, c.aux, c.piece_flag, int(lane), multi);
   if (lane == 0) add_tokens(nullptr, 0, sums_tokens, span, s, uint32_t(m));
 }
 
@@ -159,8 +160,8 @@ __device__ void merge_listed_at(const ChunkDev& c, VocabView v, LeanShared& sh,
 // last listed piece was taken names a piece not listed yet: it is returned, for stage C.
 // (A compare-and-swap that took only listed pieces ran 2-40x slower: a thousand warps
 // retrying on one word.)
-__device__ uint32_t merge_early(const ChunkDev& c, VocabView v, LeanShared& sh,
-                                uint32_t* sums_tokens, uint32_t span, bool multi) {
+__device__ uint32_t merge_early(const ChunkDev& c, VocabView v, const PieceCacheView& cache,
+                                LeanShared& sh, uint32_t* sums_tokens, uint32_t span, bool multi) {
   const uint32_t lane = threadIdx.x & 31;
   for (;;) {
     uint32_t q = kNone, now = 0;
@@ -173,7 +174,7 @@ __device__ uint32_t merge_early(const ChunkDev& c, VocabView v, LeanShared& sh,
     }
     q = __shfl_sync(kFull, q, 0);
     if (q == kNone || !__shfl_sync(kFull, now, 0)) return q;
-    merge_listed_at(c, v, sh, sums_tokens, span, multi, q);
+    merge_listed_at(c, v, cache, sh, sums_tokens, span, multi, q);
   }
 }
 
@@ -189,6 +190,7 @@ __global__ void __launch_bounds__(kCoopThreads)
   uint32_t* sums_pieces = c.block_sums;
   uint32_t* sums_tokens = c.block_sums + nb;
   stamp(c, 0);
+  if (b == 0 && tid == 0) host_stamp(c, 0);
 
   // A: piece starts of the range, per block.
   if (tid == 0) sh.own_tokens = 0;
@@ -214,13 +216,8 @@ __global__ void __launch_bounds__(kCoopThreads)
   for (uint32_t k = tid; k < np; k += kCoopThreads) {
     const uint32_t s = __ldcg(c.piece_starts + lo + k);
     const uint32_t len = (k + 1 < np ? __ldcg(c.piece_starts + lo + k + 1) : sh.next_start) - s;
-    int m = -1;
-    if (len <= uint32_t(kShortPiece)) {
-      if (piece_as_token(v, cache, c.text + s, int(len), c.tok + s))
-        m = 1;
-      else if (len <= warp_min)
-        m = merge_thread<kLeanRegPiece>(v, c.text + s, int(len), c.tok + s);
-    }
+    const int m =
+        piece_ids_thread<kLeanRegPiece>(v, cache, c.text + s, int(len), int(warp_min), c.tok + s);
     if (m < 0) {
       const uint32_t q = atomicAdd(&c.counters[1], 1u);
       atomicExch(reinterpret_cast<unsigned long long*>(listed(c) + q), (uint64_t(len) << 32) | s);
@@ -228,7 +225,8 @@ __global__ void __launch_bounds__(kCoopThreads)
       add_tokens(&sh.own_tokens, b, sums_tokens, span, s, uint32_t(m));
     }
   }
-  const uint32_t pending = take_early ? merge_early(c, v, sh, sums_tokens, span, multi) : kNone;
+  const uint32_t pending =
+      take_early ? merge_early(c, v, cache, sh, sums_tokens, span, multi) : kNone;
   __syncthreads();
   if (tid == 0 && sh.own_tokens) atomicAdd(sums_tokens + b, sh.own_tokens);
   grid.sync();
@@ -239,7 +237,7 @@ __global__ void __launch_bounds__(kCoopThreads)
   const uint32_t warp = tid >> 5, lane = tid & 31;
   if (!take_early) {
     for (uint32_t q = b * kCoopWarps + warp; q < n_listed; q += nb * kCoopWarps)
-      merge_listed_at(c, v, sh, sums_tokens, span, multi, q);
+      merge_listed_at(c, v, cache, sh, sums_tokens, span, multi, q);
   } else {
     uint32_t q = pending;
     for (;;) {
@@ -248,7 +246,7 @@ __global__ void __launch_bounds__(kCoopThreads)
         q = __shfl_sync(kFull, q, 0);
       }
       if (q >= n_listed) break;
-      merge_listed_at(c, v, sh, sums_tokens, span, multi, q);
+      merge_listed_at(c, v, cache, sh, sums_tokens, span, multi, q);
       q = kNone;
     }
   }
@@ -271,6 +269,7 @@ __global__ void __launch_bounds__(kCoopThreads)
       c.host_head[0] = __ldcg(c.counters);
       c.host_head[1] = n_listed;
       c.host_head[2] = total;
+      host_stamp(c, 1);
     }
   }
   stamp(c, 4);

@@ -137,7 +137,7 @@ GpuEncoder::GpuEncoder(std::shared_ptr<const Vocab> vocab, GpuOptions options, G
       cudaDeviceGetAttribute(&impl->n_sms, cudaDevAttrMultiProcessorCount, options.device_id));
   impl->apply(tuning);
   impl->tables.build(*impl->vocab, impl->counters.device_allocs,
-                     std::clamp(tuning.pair_sparser, 0, 4));
+                     std::clamp(tuning.pair_sparser, 0, 4), options.learned_cache_bytes);
   impl_ = std::move(impl);
 }
 
@@ -167,6 +167,8 @@ GpuCounters GpuEncoder::counters() const {
   }
   c.device_bytes = 0;
   I.for_each_slot([&](StreamSlot& s) { s.add_to(c); });
+  GPUTOK_CUDA(cudaSetDevice(I.opt.device_id));
+  c.learned_bytes = I.tables.learned_used();
   return c;
 }
 

@@ -177,13 +177,6 @@ __device__ __forceinline__ int merge_thread(VocabView v, const uint8_t* __restri
     return merge_short_loop(v, p, len, out);
 }
 
-// Both steps for one piece in one thread (the fused small-input kernel).
-__device__ __forceinline__ void merge_short(VocabView v, PieceCacheView cache,
-                                            const uint8_t* __restrict__ p, int len,
-                                            int32_t* __restrict__ out) {
-  if (!piece_as_token(v, cache, p, len, out)) merge_thread<16>(v, p, len, out);
-}
-
 __device__ __forceinline__ int32_t merged_id(VocabView v, int32_t a, int32_t b) {
   return int32_t(pair_merged(pair_lookup(v.pairs, a, b)));
 }

@@ -14,6 +14,7 @@
 
 #include "common.cuh"
 #include "kernels.cuh"
+#include "learned_cache.cuh"
 #include "per_word_device.cuh"
 #include "pretok_device.cuh"
 
@@ -60,9 +61,8 @@ __global__ void __launch_bounds__(kSmallThreads)
     const uint32_t s = c.piece_starts[p];
     const uint32_t e = p + 1 < np ? c.piece_starts[p + 1] : n;
     const uint32_t len = e - s;
-    if (len <= uint32_t(kShortPiece))
-      merge_short(v, cache, c.text + s, int(len), c.tok + s);
-    else
+    // A piece over kShortPiece bytes is left (-1) for a warp.
+    if (piece_ids_thread<16>(v, cache, c.text + s, int(len), kShortPiece, c.tok + s) < 0)
       s_long_list[atomicAdd(&s_long, 1u)] = uint32_t(p);
   }
   __syncthreads();
@@ -78,8 +78,8 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int len = int(e - s);
     const bool fits = warp < kLongWarps && len <= kWarpCapSmall;
     const int w = fits ? warp : 0;  // warps past kLongWarps have no shared parts
-    merge_listed_piece(v, c.text, s, len, fits, WarpParts{sA[w], sR[w], sF[w], nullptr}, c.tok,
-                       c.aux, c.piece_flag, lane, true);
+    warp_piece_ids(v, cache, c.text, s, len, fits, WarpParts{sA[w], sR[w], sF[w], nullptr}, c.tok,
+                   c.aux, c.piece_flag, lane, true);
   }
   __syncthreads();
 
