@@ -35,6 +35,7 @@ if [ "${MODE:-workers}" = command ]; then
     sep=(); [ "$fmt" = text ] && sep=(--text-separator $'\x1e\n')
     cmd=(python3 -m gputok corpus "$WORK/in" -o "$WORK/out" --format "$fmt" "${sep[@]}" --no-fsync --no-progress --overwrite)
     /usr/bin/time -f "$cfg wall %e s (not sampled)" "${cmd[@]}" >/dev/null
+    rm -rf "$WORK/out"  # the sampled run starts as the timed runs do: no outputs to remove
     $PYSPY record -r "${RATE:-200}" --idle --threads -f speedscope -o "$OUT/prof-$fmt-$gb-$mb.json" -- "${cmd[@]}" | grep "done:"
     rm -rf "$WORK"
   done 2>&1 | tee "$OUT/profile.log"

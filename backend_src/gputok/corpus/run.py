@@ -54,7 +54,7 @@ from .manifest import _settings, build_manifest
 from .parquet import MAX_EXPANSION, PARQUET_DECODERS
 from .readers import check_field_sample
 from .runners import _building, _run_here, _run_on_cluster, _TaskPlan
-from .shard import sum_stages
+from .shard import _remove_stale_all, sum_stages
 from .spec import ShardSpec
 from .tasks import DEFAULT_TASK_BYTES, IN_PROCESS_BELOW_BYTES
 
@@ -90,7 +90,9 @@ def _check_out_dir(out_dir: str, names: set[str], settings: dict, overwrite: boo
     """Entries of an existing manifest to resume from; refuses to mix runs."""
     os.makedirs(out_dir, exist_ok=True)
     man = _load_json(os.path.join(out_dir, MANIFEST))
-    ours = [f for f in os.listdir(out_dir) if _SHARD_RE.match(f)]
+    listing = os.listdir(out_dir)
+    _remove_stale_all(out_dir, names, listing)  # a killed run's temporary files
+    ours = [f for f in listing if _SHARD_RE.match(f)]
     if overwrite:
         for f in ours + [MANIFEST]:
             with contextlib.suppress(FileNotFoundError):
@@ -262,6 +264,7 @@ def _finish(
 ) -> CorpusRun:
     """Writes the manifest; the run (``extra``: CorpusRun's start-up, in_process and tasks),
     or CorpusError naming the failed shards."""
+    _remove_stale_all(out_dir, set(names))  # those of this run's killed attempts, if any
     entries = [results[n]["entry"] for n in names if n in results]
     manifest = build_manifest(settings, base, fmt, entries, complete=not failures)
     atomic_write_bytes(os.path.join(out_dir, MANIFEST), manifest_bytes(manifest))

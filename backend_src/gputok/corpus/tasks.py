@@ -38,7 +38,6 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from .group import SMALL_SHARD_BYTES, tokenize_joined
 from .manifest import _settings, settings_digest
 from .shard import (
-    _remove_stale_all,
     _tokenizer,
     _worker_device_id,
     resume_or_clear,
@@ -117,12 +116,12 @@ def tokenize_group(specs: Sequence[ShardSpec]) -> list[dict]:
     shard that fails is recorded with its error and the others go on, as they do when each
     shard is its own task. Small shards that need redoing go through the tokenizer together
     (group.tokenize_joined: joined calls, one reader and one writer for the task); the others,
-    and any that the joined path hands back, run alone (tokenize_shard). One scan of the
-    output directory for leftover temporary files serves the whole group (it was one scan per
-    shard, of a directory that holds three files per shard)."""
+    and any that the joined path hands back, run alone (tokenize_shard). Leftover temporary
+    files are the run's to remove, once at its start and once at its end (run.py): a scan per
+    task, of a directory that fills with three files per shard, took 0.25 s of a second round
+    of tasks in 1 GB of 1 MB shards (H200 host, py-spy, 2026-11-28)."""
     if not specs:
         return []
-    _remove_stale_all(specs[0].out_dir, {s.name for s in specs})
     done: dict[str, dict] = {}
     small, small_sizes = [], []
     for spec in specs:
