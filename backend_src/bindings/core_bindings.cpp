@@ -244,6 +244,7 @@ void bind_gpu_tuning(py::module_& m) {
       .def_readwrite("lean_take_early", &GpuTuning::lean_take_early)
       .def_readwrite("pair_sparser", &GpuTuning::pair_sparser)
       .def_readwrite("learn_thread_min", &GpuTuning::learn_thread_min)
+      .def_readwrite("learn_thread_min_small", &GpuTuning::learn_thread_min_small)
       .def_readwrite("learn_early", &GpuTuning::learn_early)
       .def_readwrite("kernel_events", &GpuTuning::kernel_events)
       .def_readwrite("encode_slots", &GpuTuning::encode_slots)

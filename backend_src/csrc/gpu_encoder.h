@@ -133,6 +133,10 @@ struct GpuTuning {
   // of 9-32 bytes, not the lean kernel's of up to warp_min_small (8) bytes, whose merge costs
   // about what a lookup and an insert cost (learned_cache.cuh's notes).
   int learn_thread_min = 9;
+  // ... in chunks of at most 4 KB (the small kernel, whose one-thread merges go up to 32
+  // bytes): from 3 bytes, 64-1K tokens took 42-54 us against 51-64 with 9, and texts seen once
+  // 60-86 against 68-89 (H200, 2026-11-28, bench/results/2026-11-28-learned-cache-h200.md §3).
+  int learn_thread_min_small = 3;
   // true: the thread that finds a warp's piece looks it up in the learned cache first (a hit
   // needs no warp); false: the warp does.
   bool learn_early = false;

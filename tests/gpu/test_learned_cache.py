@@ -46,17 +46,25 @@ def _expect(ref, texts):
 
 
 @pytest.mark.parametrize(
-    "thread_min,early", [(9, False), (3, False), (0, False), (0, True), (3, True)]
+    "fields",
+    [
+        {},
+        {"learn_thread_min": 3},
+        {"learn_thread_min": 0, "learn_thread_min_small": 0},
+        {"learn_thread_min": 0, "learn_early": True},
+        {"learn_thread_min": 3, "learn_early": True},
+    ],
 )
-def test_cold_and_warm_calls_are_exact_and_a_repeat_learns_nothing(corpus, ref, thread_min, early):
+def test_cold_and_warm_calls_are_exact_and_a_repeat_learns_nothing(corpus, ref, fields):
     """Three calls of each input on a fresh tokenizer (cold, then warm: the second and third
     find every piece the first learned), and the same on one without the cache. A repeat that
     keeps nothing new shows the finds hit: a find that never matched would learn again.
-    GpuTuning.learn_thread_min 9 (the default): warp pieces and one-thread merges of 9 bytes
-    and more learn; 3: every one-thread merge; 0: warp pieces only. learn_early: the thread that lists a warp piece looks it up first."""
+    GpuTuning's defaults: warp pieces learn, and one-thread merges from 9 bytes (from 3 in
+    the small kernel's chunks, learn_thread_min_small); 0: never; learn_early: the thread
+    that lists a warp piece looks it up first."""
     tuning = gputok.GpuTuning()
-    tuning.learn_thread_min = thread_min
-    tuning.learn_early = early
+    for name, value in fields.items():
+        setattr(tuning, name, value)
     g = gputok.gpt2(device="cuda", gpu_tuning=tuning)
     off = gputok.gpt2(device="cuda", gpu_cache_bytes=0)
     for label, texts in _inputs(corpus).items():

@@ -237,7 +237,8 @@ void GpuEncoder::Impl::enqueue_kernels(EncodeSlot& S, EncodeLane& L, Algorithm a
     int launches = 0;
     const VocabView v = tables.vocab();
     PieceCacheView cache = tuning.piece_cache ? tables.cache() : PieceCacheView{};
-    cache.learned.thread_min = tuning.learn_thread_min > 0 ? tuning.learn_thread_min : 1 << 30;
+    const int thread_min = L.small ? tuning.learn_thread_min_small : tuning.learn_thread_min;
+    cache.learned.thread_min = thread_min > 0 ? thread_min : 1 << 30;
     cache.learned.early = tuning.learn_early;
     if (L.small || L.fused) {  // the whole per_word pipeline in one launch
       const uint32_t wm = per_word.warp_min_for(c.n);

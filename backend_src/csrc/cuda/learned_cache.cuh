@@ -17,10 +17,11 @@
 // when its blob is spent, or a key finds no free slot in kLearnProbes, the piece is not kept.
 //
 // Which pieces learn: a warp's piece (longer than warp_min_small: its passes are the critical
-// path) is looked up by the warp, all lanes comparing; a one-thread merge from
-// GpuTuning::learn_thread_min (9) bytes is looked up by its thread, which in practice is the
-// small kernel's merges of 9-32 bytes. A lean merge of up to 8 bytes costs about what a lookup
-// and an insert cost: learning those made texts not seen before slower.
+// path) is looked up by the warp, all lanes comparing; a one-thread merge is looked up by its
+// thread from GpuTuning::learn_thread_min_small (3) bytes in the small kernel, whose thread
+// merges go up to 32 bytes, and from learn_thread_min (9) in the lean kernel, that is never:
+// a lean merge of up to 8 bytes costs about what a lookup and an insert cost, and learning
+// those made texts not seen before slower.
 // Measured (H200, 2026-11-28 22:49-23:07 UTC, bench/bench_gpu_latency.py via
 // scripts/gpu_latency.sh, bench/results/2026-11-28-learned-cache-h200.md): one text repeated,
 // end to end, 4K tokens 67.7 -> 55.0 us, 16K 80.7 -> 60.0 (kernel 58 -> 36-37, its warp stage
