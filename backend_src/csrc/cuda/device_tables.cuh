@@ -62,7 +62,9 @@ class DeviceTables {
 
   // The learned cache (learned_cache.cuh) in one buffer of `bytes` (0: none; at least 64 KiB):
   // its counter, a quarter of it as slots (a power of two of 16 bytes each), the rest as blob.
-  // Only the counter and the slots are zeroed; blob bytes are written before they are read.
+  // The counter and the slots are zeroed; the blob is filled with 0xFF, so that a find that
+  // read bytes no insert wrote would miss every time, which tests/gpu/test_learned_cache.py's
+  // repeats see (a fresh allocation is often zero, which would hide it).
   void build_learned(size_t bytes, uint64_t& allocs) {
     if (bytes == 0) return;
     bytes = std::max<size_t>(bytes, size_t(64) << 10);
@@ -73,6 +75,10 @@ class DeviceTables {
     ++allocs;
     char* p = static_cast<char*>(learned_block_);
     GPUTOK_CUDA(cudaMemset(p, 0, head + slots * 16));
+    GPUTOK_CUDA(cudaMemset(p + head + slots * 16, 0xFF, blob));
+    // cudaMemset returns before it is done, and the calls' streams do not wait for the default
+    // stream (cudaStreamNonBlocking): the first call's kernels must not see the table unset.
+    GPUTOK_CUDA(cudaStreamSynchronize(nullptr));
     LearnedCacheView& lc = cache_.learned;
     lc.used = reinterpret_cast<unsigned long long*>(p);
     lc.slots = reinterpret_cast<unsigned long long*>(p + head);

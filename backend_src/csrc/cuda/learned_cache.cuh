@@ -183,7 +183,9 @@ static __device__ __noinline__ void learned_insert(const LearnedCacheView& lc,
   const u64 at = atomicAdd(lc.used, need);
   if (at + need > lc.blob_bytes) return;
   uint8_t* e = lc.blob + at;  // a multiple of 16: every need is
-  for (int j = 0; j < len; j += 4) *reinterpret_cast<uint32_t*>(e + j) = text_word(p, j, len);
+  // Up to the padded length: learned_find compares 16 bytes at a time, zeros past len.
+  for (int j = 0; j < learned_text_bytes(len); j += 4)
+    *reinterpret_cast<uint32_t*>(e + j) = text_word(p, j, len);
   int32_t* dst = reinterpret_cast<int32_t*>(e + learned_text_bytes(len));
   for (int j = 0; j < m; ++j) dst[j] = ids[j];
   const u64 key = learn_key(h);
@@ -214,7 +216,7 @@ __device__ inline void learned_insert_warp(const LearnedCacheView& lc,
   at = __shfl_sync(0xFFFFFFFFu, at, 0);
   if (at == kLearnBusy) return;
   uint8_t* e = lc.blob + at;
-  for (int j = 4 * lane; j < len; j += 128)
+  for (int j = 4 * lane; j < learned_text_bytes(len); j += 128)
     *reinterpret_cast<uint32_t*>(e + j) = text_word(p, j, len);
   int32_t* dst = reinterpret_cast<int32_t*>(e + learned_text_bytes(len));
   for (int j = lane; j < m; j += 32) dst[j] = ids[j];
