@@ -80,25 +80,18 @@ def times_of(fn, reps: int) -> tuple[float, float]:
 OPTION_FIELDS = ("gpu_cache_bytes",)
 
 
-def tuning_of(gputok, spec: str):
-    t = gputok.GpuTuning()
-    for part in filter(None, spec.split("+")):
-        field, value = part.split(":")
-        if field in OPTION_FIELDS:
-            continue
-        cur = getattr(t, field)
-        setattr(t, field, type(cur)(int(value)) if not isinstance(cur, bool) else value == "1")
-    return t
-
-
-def tokenizer_of(gputok, spec: str, **more):
-    """gpt2(device="cuda") with a variant's GpuTuning fields and gpt2() options."""
-    opts = {}
+def tokenizer_of(gputok, spec: str):
+    """gpt2(device="cuda") with a variant's fields: GpuTuning's, or the gpt2() options in
+    OPTION_FIELDS."""
+    t, opts = gputok.GpuTuning(), {}
     for part in filter(None, spec.split("+")):
         field, value = part.split(":")
         if field in OPTION_FIELDS:
             opts[field] = int(value)
-    return gputok.gpt2(device="cuda", gpu_tuning=tuning_of(gputok, spec), **opts, **more)
+            continue
+        cur = getattr(t, field)
+        setattr(t, field, type(cur)(int(value)) if not isinstance(cur, bool) else value == "1")
+    return gputok.gpt2(device="cuda", gpu_tuning=t, **opts)
 
 
 def unseen_texts(tokens: list[int], k: int, tt) -> dict[int, list[tuple[str, list[int]]]]:

@@ -129,9 +129,9 @@ struct GpuTuning {
   bool lean_take_early = false;  // lean: warps take listed pieces before the second barrier
   int pair_sparser = 2;          // device pair table: 2^this times the CPU table's slots (0-4)
   // Misses merged by one thread use the learned cache (GpuOptions::learned_cache_bytes) from
-  // this many bytes; 0: never (warp pieces always do). 9: the small kernel's one-thread merges
-  // of 9-32 bytes, not the lean kernel's of up to warp_min_small (8) bytes, whose merge costs
-  // about what a lookup and an insert cost (learned_cache.cuh's notes).
+  // this many bytes; 0: never (warp pieces always do). 9: in chunks over 4 KB (the lean
+  // kernel), none of whose one-thread merges is over warp_min_small (8) bytes: such a merge
+  // costs about what a lookup and an insert cost (learned_cache.cuh's notes).
   int learn_thread_min = 9;
   // ... in chunks of at most 4 KB (the small kernel, whose one-thread merges go up to 32
   // bytes): from 3 bytes, 64-1K tokens took 42-54 us against 51-64 with 9, and texts seen once

@@ -85,7 +85,6 @@ class DeviceTables {
     lc.blob = reinterpret_cast<uint8_t*>(p + head + slots * 16);
     lc.blob_bytes = blob;
     lc.mask = uint32_t(slots - 1);
-    learned_bytes_ = bytes;
   }
 
   // Blob bytes the learned cache holds (what was handed out, up to its size; 0 without one).
@@ -96,7 +95,6 @@ class DeviceTables {
     GPUTOK_CUDA(cudaMemcpy(&used, lc.used, sizeof used, cudaMemcpyDeviceToHost));
     return size_t(std::min<unsigned long long>(used, lc.blob_bytes));
   }
-  size_t learned_bytes() const { return learned_bytes_; }
 
   static std::vector<uint64_t> respread(const Vocab& vocab, int sparser) {
     const auto& src = vocab.pair_slots();
@@ -182,7 +180,6 @@ class DeviceTables {
   void* block_ = nullptr;
   void* cache_block_ = nullptr;
   void* learned_block_ = nullptr;
-  size_t learned_bytes_ = 0;
   size_t bytes_ = 0;
   size_t cache_entries_ = 0;
   PieceCacheView cache_{nullptr, nullptr, 0};

@@ -56,6 +56,19 @@ struct ChunkDev {
 
 constexpr int kHostStampAt = 8;  // host_head[8, 12): start and end ns (coop_device.cuh)
 
+// The learned cache (learned_cache.cuh): pieces the kernels merged, with their ids, kept on
+// the device for every later call of the encoder (slots only go empty -> busy -> final; a
+// full cache stops learning). Writable, unlike the token cache below; null slots: none.
+struct LearnedCacheView {
+  unsigned long long* slots = nullptr;  // 2 * (mask + 1) words: key (0 empty), value
+  uint8_t* blob = nullptr;              // entries: bytes, then ids, each padded to 16
+  unsigned long long* used = nullptr;   // blob bytes handed out (past blob_bytes: full)
+  unsigned long long blob_bytes = 0;
+  uint32_t mask = 0;
+  int thread_min = 1 << 30;  // one-thread merges learn from this length (GpuTuning)
+  bool early = false;        // a thread looks up a warp's piece before listing it (GpuTuning)
+};
+
 // Whole-piece cache: tiktoken first asks "is the whole piece a token?". Here that is a
 // memo of BPE itself: the table holds exactly the tokens t (2..kShortPiece bytes) for
 // which BPE of t's bytes yields [t] (checked on the host with merge_piece_reference when
@@ -65,19 +78,6 @@ constexpr int kHostStampAt = 8;  // host_head[8, 12): start and end ns (coop_dev
 // [2s + 1] the value: bytes << 32 | length << 24 | id, where bytes is the token itself
 // (little-endian) for tokens of up to 4 bytes and its offset in `blob` for longer ones. So a
 // hit on a short token costs one dependent load instead of three (key, value, bytes).
-// The learned cache (learned_cache.cuh): pieces the kernels merged, with their ids, kept on
-// the device for every later call of the encoder (slots only go empty -> busy -> final; a
-// full cache stops learning). Writable, unlike the token cache above; null slots: none.
-struct LearnedCacheView {
-  unsigned long long* slots = nullptr;  // 2 * (mask + 1) words: key (0 empty), value
-  uint8_t* blob = nullptr;              // entries: the piece's bytes (to 4), then its ids
-  unsigned long long* used = nullptr;   // blob bytes handed out (past blob_bytes: full)
-  unsigned long long blob_bytes = 0;
-  uint32_t mask = 0;
-  int thread_min = 1 << 30;  // one-thread merges learn from this length (GpuTuning)
-  bool early = false;        // a thread looks up a warp's piece before listing it (GpuTuning)
-};
-
 struct PieceCacheView {
   const uint64_t* slots;  // 2 * (mask + 1) words
   const uint8_t* blob;    // bytes of the tokens over 4 bytes

@@ -8,8 +8,8 @@
 // bytes, and a hit compares every byte of the piece (the 64-bit hash only picks the slot), so a
 // hit returns what the merge loop would. Nothing is ever overwritten or freed, so an entry a
 // reader sees is complete:
-//   writer: blob bytes and ids, then (fence) a slot claimed by CAS 0 -> kLearnBusy, its value
-//           word, then (fence) the key published with atomicExch;
+//   writer: blob bytes and ids (a warp's lanes each fence theirs), a slot claimed by CAS 0 ->
+//           kLearnBusy, its value word, then the key published with a release store;
 //   reader: the key with ld.acquire, then the value and the entry through L2 (__ldcg: another
 //           SM's L1 may hold a stale line of a slot or of the blob).
 // A busy or foreign slot is probed past; a piece the reader cannot find is merged, so a race
@@ -82,6 +82,9 @@ __device__ __forceinline__ uint64_t learned_hash(const uint8_t* __restrict__ p, 
 
 // An entry: the piece's bytes, then its ids, each padded to 16 bytes (vector loads).
 __device__ __forceinline__ int learned_text_bytes(int len) { return (len + 15) & ~15; }
+__device__ __forceinline__ u64 learned_entry_bytes(int len, int m) {
+  return u64(learned_text_bytes(len)) + u64((4 * m + 15) & ~15);
+}
 
 // The value word of the slot holding piece (p, len, h), or 0. A slot whose bytes differ (a
 // hash collision) is probed past here, by the caller comparing them.
@@ -173,21 +176,11 @@ __device__ inline int learned_find_warp(const LearnedCacheView& lc, const uint8_
   return -1;
 }
 
-// Keeps the m ids at `ids` (what the merge loop wrote for p) for later calls, if there is room.
-static __device__ __noinline__ void learned_insert(const LearnedCacheView& lc,
-                                                   const uint8_t* __restrict__ p, int len,
-                                                   uint64_t h, const int32_t* ids, int m) {
-  if (!lc.slots || len < kLearnMinLen || len > kLearnMaxLen || m < 1 || m > len) return;
-  if (__ldcg(lc.used) >= lc.blob_bytes) return;  // full: no atomic once it is
-  const u64 need = u64(learned_text_bytes(len)) + u64((4 * m + 15) & ~15);
-  const u64 at = atomicAdd(lc.used, need);
-  if (at + need > lc.blob_bytes) return;
-  uint8_t* e = lc.blob + at;  // a multiple of 16: every need is
-  // Up to the padded length: learned_find compares 16 bytes at a time, zeros past len.
-  for (int j = 0; j < learned_text_bytes(len); j += 4)
-    *reinterpret_cast<uint32_t*>(e + j) = text_word(p, j, len);
-  int32_t* dst = reinterpret_cast<int32_t*>(e + learned_text_bytes(len));
-  for (int j = 0; j < m; ++j) dst[j] = ids[j];
+// Publishes the entry written at blob offset `at` under the piece's hash: claims a free slot
+// (CAS 0 -> kLearnBusy), writes its value, then releases the key. No free slot in
+// kLearnProbes, or the key there already: the entry stays unreachable (its room is spent).
+__device__ __forceinline__ void learned_publish(const LearnedCacheView& lc, uint64_t h, u64 at,
+                                                int len, int m) {
   const u64 key = learn_key(h);
   uint32_t slot = uint32_t(h) & lc.mask;
   for (int k = 0; k < kLearnProbes; ++k, slot = (slot + 1) & lc.mask) {
@@ -201,13 +194,31 @@ static __device__ __noinline__ void learned_insert(const LearnedCacheView& lc,
   }
 }
 
+// Keeps the m ids at `ids` (what the merge loop wrote for p) for later calls, if there is room.
+static __device__ __noinline__ void learned_insert(const LearnedCacheView& lc,
+                                                   const uint8_t* __restrict__ p, int len,
+                                                   uint64_t h, const int32_t* ids, int m) {
+  if (!lc.slots || len < kLearnMinLen || len > kLearnMaxLen || m < 1 || m > len) return;
+  if (__ldcg(lc.used) >= lc.blob_bytes) return;  // full: no atomic once it is
+  const u64 need = learned_entry_bytes(len, m);
+  const u64 at = atomicAdd(lc.used, need);
+  if (at + need > lc.blob_bytes) return;
+  uint8_t* e = lc.blob + at;  // a multiple of 16: every need is
+  // Up to the padded length: learned_find compares 16 bytes at a time, zeros past len.
+  for (int j = 0; j < learned_text_bytes(len); j += 4)
+    *reinterpret_cast<uint32_t*>(e + j) = text_word(p, j, len);
+  int32_t* dst = reinterpret_cast<int32_t*>(e + learned_text_bytes(len));
+  for (int j = 0; j < m; ++j) dst[j] = ids[j];
+  learned_publish(lc, h, at, len, m);
+}
+
 // learned_insert by a warp (every lane calls it, after merge_listed_piece's __syncwarp): lane
 // 0 takes the room, all lanes write the entry, lane 0 publishes it.
 __device__ inline void learned_insert_warp(const LearnedCacheView& lc,
                                            const uint8_t* __restrict__ p, int len, uint64_t h,
                                            const int32_t* ids, int m, int lane) {
   if (!lc.slots || len < kLearnMinLen || len > kLearnMaxLen || m < 1 || m > len) return;
-  const u64 need = u64(learned_text_bytes(len)) + u64((4 * m + 15) & ~15);
+  const u64 need = learned_entry_bytes(len, m);
   u64 at = kLearnBusy;
   if (lane == 0 && __ldcg(lc.used) < lc.blob_bytes) {
     at = atomicAdd(lc.used, need);
@@ -222,18 +233,7 @@ __device__ inline void learned_insert_warp(const LearnedCacheView& lc,
   for (int j = lane; j < m; j += 32) dst[j] = ids[j];
   __threadfence();  // every lane's part of the entry before lane 0 publishes it
   __syncwarp();
-  if (lane != 0) return;
-  const u64 key = learn_key(h);
-  uint32_t slot = uint32_t(h) & lc.mask;
-  for (int k = 0; k < kLearnProbes; ++k, slot = (slot + 1) & lc.mask) {
-    u64* ks = lc.slots + 2 * size_t(slot);
-    const u64 cur = atomicCAS(ks, 0ull, kLearnBusy);
-    if (cur == key) return;
-    if (cur != 0) continue;
-    ks[1] = (at << 16) | (u64(len) << 8) | u64(m);
-    store_release(ks, key);
-    return;
-  }
+  if (lane == 0) learned_publish(lc, h, at, len, m);
 }
 
 // One thread's piece: a single byte, a token (the token cache, up to kShortPiece bytes), a
