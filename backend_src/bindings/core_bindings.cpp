@@ -241,6 +241,7 @@ void bind_gpu_tuning(py::module_& m) {
       .def_readwrite("fused_max_bytes", &GpuTuning::fused_max_bytes)
       .def_readwrite("coop_blocks", &GpuTuning::coop_blocks)
       .def_readwrite("fused_lean", &GpuTuning::fused_lean)
+      .def_readwrite("lean_max_bytes", &GpuTuning::lean_max_bytes)
       .def_readwrite("lean_take_early", &GpuTuning::lean_take_early)
       .def_readwrite("pair_sparser", &GpuTuning::pair_sparser)
       .def_readwrite("learn_thread_min", &GpuTuning::learn_thread_min)

@@ -103,10 +103,10 @@ struct GpuOptions {
   // 2026-11-23); a lone 1 GB call ran at 4.1-4.8 GB/s with 8 and 5.0-5.8 with 16 (H100 host,
   // 2026-11-25).
   int copy_threads = 0;
-  // Device memory for the learned cache (cuda/learned_cache.cuh): pieces that calls of up to
-  // GpuTuning::fused_max_bytes had to merge, with their ids, kept for later calls; a full
-  // cache keeps what it has. 0: none (every such piece is merged every time). Results never
-  // depend on it. Measured: the notes in learned_cache.cuh.
+  // Device memory for the learned cache (cuda/learned_cache.cuh): pieces that the fused
+  // kernels' chunks (GpuTuning::fused_max_bytes, lean_max_bytes) had to merge, with their
+  // ids, kept for later calls; a full cache keeps what it has. 0: none (every such piece is
+  // merged every time). Results never depend on it. Measured: the notes in learned_cache.cuh.
   size_t learned_cache_bytes = size_t(64) << 20;
 };
 
@@ -128,6 +128,14 @@ struct GpuTuning {
   bool fused_lean = true;        // false: the fused kernel with nine grid barriers instead of three
   bool lean_take_early = false;  // lean: warps take listed pieces before the second barrier
   int pair_sparser = 2;          // device pair table: 2^this times the CPU table's slots (0-4)
+  // The lean kernel also takes chunks above fused_max_bytes, up to this or its capacity
+  // (kLeanSpan, 4 KiB, per resident block: 528 KiB on a 132-SM H100 or H200), whichever is
+  // less; 0: only up to fused_max_bytes. Its one launch replaces the ~12-launch pipeline's
+  // launches and second sync. H200, 2026-11-29, two calls of bench_gpu_latency.py, one text
+  // warm: 64K tokens (146 KB) 160-179 -> 114-126 us, 131K 215-237 -> 179-191, 197K (439 KB)
+  // 294-328 -> 252-307; seen once 289-332 -> 229-240 at 64K; 16K and 32K unchanged. Batches
+  // of documents (bench_envelope.py): 150 KB 0.88 -> 1.18 GB/s, 300 KB 1.24 -> 1.43.
+  uint32_t lean_max_bytes = UINT32_MAX;
   // Misses merged by one thread use the learned cache (GpuOptions::learned_cache_bytes) from
   // this many bytes; 0: never (warp pieces always do). 9: in chunks over 4 KB (the lean
   // kernel), none of whose one-thread merges is over warp_min_small (8) bytes: such a merge

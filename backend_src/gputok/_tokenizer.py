@@ -49,7 +49,7 @@ class Tokenizer(EncodingAPI):
     device="cuda"; ``set_cpu_below_bytes`` changes it later.
 
     ``gpu_cache_bytes``: device memory for the GPU's learned cache, the pieces that calls of up
-    to 128 KiB had to merge, kept with their ids for later calls (64 MiB by default; 0: none;
+    to 528 KiB (an H100's or H200's; less on a GPU with fewer SMs) had to merge, kept with their ids for later calls (64 MiB by default; 0: none;
     a full cache keeps what it has). Results never depend on it, only speed does.
     """
 

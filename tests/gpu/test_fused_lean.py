@@ -1,8 +1,8 @@
 """The lean fused kernel (cuda/fused_lean.cu: three grid barriers, the GPU path's default for
-one chunk of 4-128 KB) against the nine-barrier kernel it replaces (GpuTuning.fused_lean =
-False) and tiktoken: every id and every text's offsets, on inputs shaped for its per-block
-stages. Skipped where no CUDA device is usable; scripts/gpu_latency.sh runs it on the GPU
-machine."""
+one chunk of 4 KB up to 528 KiB) against the nine-barrier kernel it replaces
+(GpuTuning.fused_lean = False) and tiktoken: every id and every text's offsets, on inputs
+shaped for its per-block stages. Skipped where no CUDA device is usable;
+scripts/gpu_latency.sh runs it on the GPU machine."""
 
 from __future__ import annotations
 
@@ -92,3 +92,34 @@ def test_the_lean_kernels_own_clock_gives_its_time(corpus):
     own.sort()
     events.sort()
     assert events[10] / 3 < own[10] < events[10] * 3, (own[10], events[10])
+
+
+def _exact_bytes(head: bytes, n: int) -> str:
+    """A str of exactly n UTF-8 bytes from the corpus: cut, then padded with ASCII."""
+    text = head[:n].decode("utf-8", "ignore")
+    return text + "x" * (n - len(text.encode()))
+
+
+def test_lean_kernel_takes_chunks_past_the_cooperative_limit(corpus, ref):
+    """Above fused_max_bytes (128 KiB) the lean kernel takes a chunk up to its capacity, 4 KiB
+    per block: with coop_blocks 40, 160 KiB in one launch, and one byte more on the
+    multi-kernel pipeline; with lean_max_bytes 0, 150 KB on the pipeline too. Every result
+    equals tiktoken's. A build whose lean kernel stopped at fused_max_bytes (160 KiB on the
+    pipeline) failed here."""
+    cap = 40 * 4096
+    head = "".join(corpus[:800]).encode()
+    assert len(head) > cap + 1, "corpus too small for the test"
+    capped = _tuned(coop_blocks=40)
+    off = _tuned(coop_blocks=40, lean_max_bytes=0)
+    cases = [(capped, cap, True), (capped, cap + 1, False), (capped, 150_000, True)]
+    cases += [(off, 150_000, False), (off, 100_000, True)]
+    for g, n, one_launch in cases:
+        text = _exact_bytes(head, n)
+        want = ref.encode_ordinary(text)
+        assert want, "tiktoken returned nothing: reference misbuilt"
+        for _ in range(2):  # the second call meets its pieces in the learned cache
+            before = g.gpu_counters()["launches"]
+            ids, _ = g.encode_batch_flat([text], disallowed_special=())
+            launches = g.gpu_counters()["launches"] - before
+            assert ids.tolist() == want, f"{n} bytes: ids differ"
+            assert (launches == 1) == one_launch, (n, launches)

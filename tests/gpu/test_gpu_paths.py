@@ -11,7 +11,7 @@ import random
 
 import numpy as np
 import pytest
-from gpu_compare import assert_same, check_all, gpu_with
+from gpu_compare import ALGORITHMS, assert_same, check_all, gpu_with
 
 gputok = pytest.importorskip("gputok")
 _ok, _why = gputok.cuda_available()
@@ -56,7 +56,7 @@ def test_fused_cooperative_path_matches_tiktoken(corpus, tt):
 
 
 def _repeated_misses(seed: int = 7) -> list[str]:
-    """Over 128 KB (the multi-kernel path) of words that need the merge loop, each many
+    """Over 200 KB (the multi-kernel path, with lean_max_bytes 0) of words that need the merge loop, each many
     times, beside same-length variants that differ in one byte (same memo slot length, other
     bytes), pieces for a warp (CJK runs) and pieces too long for the memo."""
     rng = random.Random(seed)
@@ -89,7 +89,7 @@ def test_miss_memo_matches_tiktoken(tt):
         ("one slot", {"memo_slots": 1}),
         ("no memo", {"memo_slots": 0}),
     ):
-        g = gpu_with(**env)
+        g = gpu_with(lean_max_bytes=0, **env)  # the multi-kernel path, not the lean kernel
         assert_same(texts, g.encode_ordinary_batch(texts), want, f"memo {label}")
         joined = "\n".join(texts)
         assert g.encode_ordinary(joined) == tt.encode_ordinary(joined), f"memo {label}, one string"
@@ -102,7 +102,8 @@ def test_miss_memo_matches_tiktoken(tt):
 def test_regression_compaction_at_tile_edges(gpus, cpu, tt):
     """The compaction works in tiles of 4096 bytes of `tok` (pretokenize.cu): units that end
     exactly on a tile edge, empty units (also last), a chunk that is a whole number of
-    tiles, and one that is not, on every algorithm's multi-kernel path."""
+    tiles, and one that is not, on every algorithm's multi-kernel path (per_word's with
+    lean_max_bytes 0: its lean kernel takes these sizes by default) and the lean kernel."""
     rng = random.Random(11)
     alphabet = "abc de\n'12,é中"
     tile = ["".join(rng.choice(alphabet) for _ in range(4096))]
@@ -111,9 +112,10 @@ def test_regression_compaction_at_tile_edges(gpus, cpu, tt):
     batch = edge[:10] + [""] + edge[10:30] + ["", "x"] + edge[30:] + ["", ""]
     whole = "".join(edge[:64])  # 40 * 4096 bytes: a whole number of tiles
     ragged = whole + "tail"
+    paths = {**gpus, "per_word multi-kernel": gpu_with(lean_max_bytes=0)}
     for texts in (batch, [whole], [ragged], tile * 40):
         assert sum(len(t.encode()) for t in texts) > 128 * 1024
-        check_all(texts, gpus, cpu, tt, label="tile edges")
+        check_all(texts, paths, cpu, tt, (*ALGORITHMS, "per_word multi-kernel"), "tile edges")
 
 
 def test_regression_large_call_in_many_chunks(corpus, cpu, tt):
@@ -152,7 +154,7 @@ def test_regression_large_call_in_many_chunks(corpus, cpu, tt):
 def test_uint16_output_on_every_path(corpus, gpus, cpu, copy_threads):
     """encode_buffer_uint16 on the GPU (ids narrowed and spaced for <|endoftext|> in the
     copy-out) equals the CPU's packed ids, for batches that take each device path: one block
-    (<= 16 KB), cooperative (<= 128 KB), multi-kernel with ids in mapped memory (<= 4 MB) and
+    (<= 16 KB), cooperative (<= 128 KB; the lean kernel to 528 KiB), multi-kernel with ids in mapped memory (<= 4 MB) and
     copied back (> 4 MB), several 64 MB chunks; empty documents and long ones (several units)
     among them; with the copy pool and without (copy_threads=1, the corpus workers')."""
     import numpy as np
@@ -162,7 +164,7 @@ def test_uint16_output_on_every_path(corpus, gpus, cpu, copy_threads):
     big = "".join(docs[:400])
     toks = dict(gpus)
     toks["per_word, copy_threads"] = gputok.gpt2(device="cuda", copy_threads=copy_threads)
-    for size in (10_000, 100_000, 3_000_000, 12_000_000, 140_000_000):
+    for size in (10_000, 100_000, 300_000, 3_000_000, 12_000_000, 140_000_000):
         batch, n = [], 0
         for i, d in enumerate(itertools.cycle(docs)):
             batch.append("" if i % 7 == 3 else (big if i % 50 == 11 else d))

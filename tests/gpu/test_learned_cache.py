@@ -1,6 +1,6 @@
 """The GPU's learned cache (cuda/learned_cache.cuh): pieces the fused kernels merged, kept on
 the device for later calls. Every call, cold and warm, on the one-launch paths (up to 4 KB:
-small.cu; 4-128 KB: fused_lean.cu) against tiktoken; a repeated call finds what it learned
+small.cu; 4 KB-528 KiB: fused_lean.cu) against tiktoken; a repeated call finds what it learned
 (nothing new is kept); a cache too small for the text stays exact and within its size;
 threads whose calls race to learn and to read the same pieces stay exact. Skipped where no
 CUDA device is usable; scripts/gpu_check.sh runs it on the GPU machine."""

@@ -78,10 +78,16 @@ void GpuEncoder::Impl::lay_out(Carver& cv, EncodeLane& L, uint32_t n, size_t n_u
   const size_t in_text = (size_t(n) + 16 + 15) & ~size_t(15);
   const bool per_word_alg = algorithm == Algorithm::kPerWord;
   L.small = per_word_alg && gpu_pretok && n <= kSmallMaxBytes;
-  L.fused =
-      per_word_alg && gpu_pretok && !L.small && n <= tuning.fused_max_bytes && coop_blocks > 0;
-  // The lean kernel takes at most kLeanSpan bytes per block.
-  L.lean = L.fused && lean_blocks > 0 && uint64_t(n) <= uint64_t(lean_blocks) * kLeanSpan;
+  const bool one_launch =
+      per_word_alg && gpu_pretok && !L.small && coop_blocks > 0 && tuning.fused_max_bytes > 0;
+  // The lean kernel takes at most kLeanSpan bytes per block, and chunks above fused_max_bytes
+  // up to GpuTuning::lean_max_bytes; the nine-barrier kernel only up to fused_max_bytes (0:
+  // neither).
+  const bool lean_fits = one_launch && lean_blocks > 0 &&
+                         uint64_t(n) <= uint64_t(lean_blocks) * kLeanSpan &&
+                         (n <= tuning.fused_max_bytes || n <= tuning.lean_max_bytes);
+  L.fused = one_launch && (n <= tuning.fused_max_bytes || lean_fits);
+  L.lean = lean_fits;
   const uint32_t memo_n = per_word_alg && per_word.split && !L.small && !L.fused
                               ? memo_slots_for(n, tuning.memo_slots)
                               : 0;

@@ -25,9 +25,10 @@
 // memory, on 8 pool threads): 24-31 ms end to end. Small inputs: a 16K-token sequence (45 KB)
 // 0.087-0.096 ms end to end (kernels 0.061-0.068) on the fused cooperative path; 76 KB 0.115 ms
 // (0.145 with that path off). Pool threads instead of spawned ones: 2 MB 1.18 -> 0.81 ms.
-// A chunk is one launch up to kSmallMaxBytes (small.cu) and up to kFusedMaxBytes
-// (fused_cooperative.cu, which also writes its counts and unit ends to mapped memory: one
-// upload, one launch, one sync), ~12 launches above; one host sync up to kDirectMaxBytes
+// A chunk is one launch up to kSmallMaxBytes (small.cu) and up to GpuTuning::fused_max_bytes
+// (fused_lean.cu, fused_cooperative.cu, which also write their counts and unit ends to mapped
+// memory: one upload, one launch, one sync) or, for the lean kernel, up to its capacity
+// (GpuTuning::lean_max_bytes), ~12 launches above; one host sync up to kDirectMaxBytes
 // (encode_chunk.cu: ids written straight to mapped pinned memory), two above.
 // Corpus workers (4 processes on one H200, 16 busy host cores, 4.5 MB calls, 2026-11-23
 // 18:01 UTC, the profile switch), wall time per GB of text inside the lock: staging 0.29 s,
@@ -78,7 +79,9 @@ constexpr size_t kMaxChunk = size_t(1) << 31;  // 32-bit offsets and positions
 //   cooperative launch (fused_cooperative.cu) instead of the ~12-launch pipeline. H200,
 //   2026-11-22 05:33-05:39 UTC, kernels fused vs not: 15 KB 0.062 vs 0.106 ms, 76 KB 0.070
 //   vs 0.096, 150 KB 0.099 vs 0.101 (end to end 0.180 vs 0.165), 300 KB 0.201 vs 0.140, 1 MB
-//   0.363 vs 0.233: above ~128 KB the multi-kernel pipeline's full occupancy wins.
+//   0.363 vs 0.233: above ~128 KB the multi-kernel pipeline's full occupancy wins. (That is
+//   the nine-barrier kernel; the three-barrier lean kernel wins up to its capacity, 528 KiB:
+//   GpuTuning::lean_max_bytes.)
 
 }  // namespace
 
