@@ -12,6 +12,7 @@ tiktoken's (a rolling hash of every id): a mismatch stops the run.
 
     python bench/bench_encoder_ab.py HEAD~1 HEAD                       # bench corpus, 10 MB
     python bench/bench_encoder_ab.py HEAD~1 HEAD --corpus code --mb 10 --rounds 6
+    python bench/bench_encoder_ab.py HEAD HEAD@-march=x86-64-v3        # TREE@FLAGS: extra g++ flags
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ def tree_sources(tree: str, work: Path) -> Path:
     return git_export(tree, "backend_src/csrc", work / re.sub(r"[^A-Za-z0-9_.-]", "_", tree))
 
 
-def build(csrc: Path, binary: Path) -> None:
+def build(csrc: Path, binary: Path, flags: str = "") -> None:
     sources = sorted(str(p) for p in csrc.glob("*.cpp") if p.name not in SKIP)
-    cmd = ["g++", "-O3", "-std=c++17", f"-I{csrc}", str(DRIVER), *sources, "-lpthread"]
+    cmd = ["g++", "-O3", *flags.split(), "-std=c++17", f"-I{csrc}", str(DRIVER), *sources]
+    cmd.append("-lpthread")
     subprocess.run([*cmd, "-o", str(binary)], check=True)
 
 
@@ -108,7 +110,7 @@ def run(binary: Path, tokens: Path, docs: Path, mb: float) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("trees", nargs="+", help="git revisions or csrc folders")
+    ap.add_argument("trees", nargs="+", help="git revisions or csrc folders [@g++ flags]")
     ap.add_argument("--corpus", choices=("bench", "code"), default="bench")
     ap.add_argument("--mb", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=4)
@@ -121,7 +123,8 @@ def main() -> None:
         binaries = {}
         for k, tree in enumerate(a.trees):
             binaries[tree] = work / f"driver{k}"
-            build(tree_sources(tree, work), binaries[tree])
+            source, _, flags = tree.partition("@")
+            build(tree_sources(source, work), binaries[tree], flags)
         results: dict[str, list[dict]] = {t: [] for t in a.trees}
         for _ in range(a.rounds):
             for tree, binary in binaries.items():

@@ -371,7 +371,8 @@ def _meta(docs: list[str], gpu: bool) -> dict:
         try:
             versions[mod] = md.version(mod)
         except md.PackageNotFoundError:
-            versions[mod] = "?"
+            # gputok run from a source tree (the GPU machine's PYTHONPATH) has no metadata
+            versions[mod] = getattr(sys.modules.get(mod), "__version__", "?")
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "device": device_name() if gpu else f"no GPU ({platform.processor() or 'CPU'})",
