@@ -85,10 +85,15 @@ int main(int argc, char** argv) {
   t[0] = cpu_seconds();
   const EncodeResult cold = enc.encode_batch(texts, policy, Utf8Policy::kStrict, 1);
   t[1] = cpu_seconds();
-  enc.encode_batch(texts, policy, Utf8Policy::kStrict, 1);
+  const EncodeResult warm1 = enc.encode_batch(texts, policy, Utf8Policy::kStrict, 1);
   t[2] = cpu_seconds();
-  enc.encode_batch(texts, policy, Utf8Policy::kStrict, 1);
+  const EncodeResult warm2 = enc.encode_batch(texts, policy, Utf8Policy::kStrict, 1);
   t[3] = cpu_seconds();
+  // The warm passes answer from the pretoken cache: they must give the cold pass's ids.
+  if (warm1.ids != cold.ids || warm2.ids != cold.ids) {
+    std::printf("warm ids differ from the cold pass's\n");
+    return 1;
+  }
   uint64_t h = 0;
   for (const int32_t id : cold.ids) h = h * 1000003u + uint64_t(int64_t(id));
   const double m = double(total) / 1e6;
