@@ -107,15 +107,22 @@ class Core {
 
   // encode_list / encode_numpy with this policy as a builtin function of the text alone
   // (fast_call.h): the facade's call for its common policies.
+  // With a fallback: a method-like function (make_fast_method) named `name`, that hands any
+  // call but one of the text alone to the fallback.
   static py::object encoder(const py::object& self, std::vector<int32_t> allowed,
-                            std::vector<int32_t> disallowed, const std::string& errors,
-                            bool numpy) {
+                            std::vector<int32_t> disallowed, const std::string& errors, bool numpy,
+                            const py::object& fallback, const py::object& target,
+                            const std::string& name, const std::string& doc) {
     const Core& c = self.cast<const Core&>();
     const auto a = std::make_shared<const EncodeArgs>(
         to_args(std::move(allowed), std::move(disallowed), errors, 0));
+    std::function<py::object(py::handle)> fn;
     if (numpy)
-      return bind::make_fast_call([&c, a](py::handle t) { return c.numpy_of(t, *a); }, self);
-    return bind::make_fast_call([&c, a](py::handle t) { return c.list_of(t, *a); }, self);
+      fn = [&c, a](py::handle t) { return c.numpy_of(t, *a); };
+    else
+      fn = [&c, a](py::handle t) { return c.list_of(t, *a); };
+    if (fallback.is_none()) return bind::make_fast_call(std::move(fn), self);
+    return bind::make_fast_method(std::move(fn), self, fallback, target, name, doc);
   }
 
   // Every text's ids as its own list (encode_batch), with no flat Python list in between.
@@ -278,6 +285,7 @@ void bind_gpu_tuning(py::module_& m) {
 namespace gputok::bind {
 
 void bind_core(py::module_& m) {
+  bind::bind_fast_method_state(m);
   bind_gpu_tuning(m);
   using Bytes = std::optional<int64_t>;
   py::class_<Core>(m, "Core")
@@ -308,7 +316,8 @@ void bind_core(py::module_& m) {
       .def("encode_numpy", &Core::encode_numpy, py::arg("text"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"))
       .def("encoder", &Core::encoder, py::arg("allowed"), py::arg("disallowed"), py::arg("errors"),
-           py::arg("numpy") = false)
+           py::arg("numpy") = false, py::arg("fallback") = py::none(),
+           py::arg("target") = py::none(), py::arg("name") = "encode", py::arg("doc") = "")
       .def("encode_lists", &Core::encode_lists, py::arg("texts"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"))
       .def("decode_bytes", &Core::decode_bytes)

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _core, _recipe
 from ._encoding_api import EncodingAPI, UnknownTokenError
+from ._fast_methods import bind_fast_methods
 from ._inputs import byte_buffer, token_array, token_id
 
 ALGORITHMS = ("per_word", "blockbpe", "blockbpe_optimized")
@@ -49,8 +50,9 @@ class Tokenizer(EncodingAPI):
     device="cuda"; ``set_cpu_below_bytes`` changes it later.
 
     ``gpu_cache_bytes``: device memory for the GPU's learned cache, the pieces that calls of up
-    to 528 KiB (an H100's or H200's; less on a GPU with fewer SMs) had to merge, kept with their ids for later calls (64 MiB by default; 0: none;
-    a full cache keeps what it has). Results never depend on it, only speed does.
+    to 528 KiB (on an H100 or H200; less on a GPU with fewer SMs) had to merge, kept with their
+    ids for later calls (64 MiB by default; 0: none; a full cache keeps what it has). Results
+    never depend on it, only speed does.
     """
 
     def __init__(
@@ -105,6 +107,7 @@ class Tokenizer(EncodingAPI):
         self._encode_default = self._core.encoder(*self._default_policy, "strict")
         self._encode_ordinary = self._core.encoder([], [], "strict")
         self._encode_numpy = self._core.encoder(*self._default_policy, "strict", numpy=True)
+        bind_fast_methods(self, Tokenizer)  # the three as builtins on this object
 
     @property
     def device(self) -> str:

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The facade's one-text methods as builtins (gputok/_fast_methods.py) against the class's
+Python methods they replace, in one process, interleaved: `tok.encode(text)` (the builtin)
+against `Tokenizer.encode(tok, text)` (the method, as every call went before), and the same for
+encode_ordinary and encode_to_numpy, with gigatoken's `encode` beside them. Texts of about 1
+to 1,024 tokens cut from the bench corpus; best of --rounds rounds of --number calls each,
+nanoseconds a call. Every output is checked equal to tiktoken's first. Not a test.
+
+    python bench/bench_fast_methods.py [--rounds 15] [--number 20000] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import timeit
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1,64,256,1024")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--number", type=int, default=20000)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    import gigatoken
+
+    import gputok
+    from corpus_fixture import load_corpus
+    from references import tiktoken_gpt2
+
+    tt = tiktoken_gpt2()
+    ranks = os.path.join(os.path.dirname(gputok.__file__), "data", "gpt2.tiktoken")
+    gt = gigatoken.Tokenizer.from_tiktoken(ranks, pretokenizer="gpt2")
+    tok = gputok.gpt2(device="cpu")
+    unit = " " + "".join(load_corpus("bench")).strip()
+    ids = tt.encode_ordinary(unit[:200_000])
+    rows = []
+    for n in (int(x) for x in a.sizes.split(",")):
+        text = tt.decode(ids[:n])
+        want = tt.encode_ordinary(text)
+        assert want, "tiktoken returned nothing: reference misbuilt"
+        calls = {}
+        for name in ("encode", "encode_ordinary", "encode_to_numpy"):
+            fast, method = getattr(tok, name), getattr(gputok.Tokenizer, name)
+            assert type(fast).__name__ == "builtin_function_or_method", name
+            assert list(fast(text)) == want and list(method(tok, text)) == want, name
+            calls[f"{name} builtin"] = lambda f=fast, t=text: f(t)
+            calls[f"{name} method"] = lambda f=method, t=text: f(tok, t)
+        assert list(gt.encode(text)) == want
+        calls["gigatoken encode"] = lambda t=text: gt.encode(t)
+        best = {k: float("inf") for k in calls}
+        for _ in range(a.rounds):  # interleaved: each round runs every call once
+            for k, f in calls.items():
+                best[k] = min(best[k], timeit.timeit(f, number=a.number) / a.number * 1e9)
+        rows.append(
+            {"tokens": n, "bytes": len(text.encode()), **{k: round(v, 1) for k, v in best.items()}}
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    if a.json:
+        Path(a.json).write_text(
+            json.dumps(
+                {
+                    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "argv": sys.argv,
+                    "rows": rows,
+                },
+                indent=1,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
