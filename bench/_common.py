@@ -5,9 +5,11 @@ these notes, never written by a benchmark."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -103,3 +105,9 @@ def replace_section(md: str, heading: str, path: Path = DOCS) -> None:
             "".join(lines[:start]) + md + ("\n" if end < len(lines) else "") + "".join(lines[end:])
         )
     path.write_text(new)
+
+
+def write_results(path: str | Path, rows: list, **extra) -> None:
+    """A bench's JSON: the date (UTC), the command line, any `extra` fields and its rows."""
+    doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "argv": sys.argv}
+    Path(path).write_text(json.dumps({**doc, **extra, "rows": rows}, indent=1))

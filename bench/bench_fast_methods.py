@@ -15,12 +15,14 @@ import argparse
 import json
 import os
 import sys
-import time
 import timeit
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+from _common import write_results  # noqa: E402
+
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 
@@ -66,16 +68,7 @@ def main() -> None:
         )
         print(json.dumps(rows[-1]), flush=True)
     if a.json:
-        Path(a.json).write_text(
-            json.dumps(
-                {
-                    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "argv": sys.argv,
-                    "rows": rows,
-                },
-                indent=1,
-            )
-        )
+        write_results(a.json, rows)
 
 
 if __name__ == "__main__":
