@@ -107,11 +107,11 @@ class Core {
 
   // encode_list / encode_numpy with this policy as a builtin function of the text alone
   // (fast_call.h): the facade's call for its common policies.
-  // With a fallback: a method-like function (make_fast_method) named `name`, that hands any
-  // call but one of the text alone to the fallback.
+  // With a method: a method-like function (make_fast_method) named `name`, that hands any
+  // call but one of the text alone to method(target, ...).
   static py::object encoder(const py::object& self, std::vector<int32_t> allowed,
                             std::vector<int32_t> disallowed, const std::string& errors, bool numpy,
-                            const py::object& fallback, const py::object& target,
+                            const py::object& method, const py::object& target,
                             const std::string& name, const std::string& doc) {
     const Core& c = self.cast<const Core&>();
     const auto a = std::make_shared<const EncodeArgs>(
@@ -121,8 +121,8 @@ class Core {
       fn = [&c, a](py::handle t) { return c.numpy_of(t, *a); };
     else
       fn = [&c, a](py::handle t) { return c.list_of(t, *a); };
-    if (fallback.is_none()) return bind::make_fast_call(std::move(fn), self);
-    return bind::make_fast_method(std::move(fn), self, fallback, target, name, doc);
+    if (method.is_none()) return bind::make_fast_call(std::move(fn), self);
+    return bind::make_fast_method(std::move(fn), self, method, target, name, doc);
   }
 
   // Every text's ids as its own list (encode_batch), with no flat Python list in between.
@@ -316,8 +316,8 @@ void bind_core(py::module_& m) {
       .def("encode_numpy", &Core::encode_numpy, py::arg("text"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"))
       .def("encoder", &Core::encoder, py::arg("allowed"), py::arg("disallowed"), py::arg("errors"),
-           py::arg("numpy") = false, py::arg("fallback") = py::none(),
-           py::arg("target") = py::none(), py::arg("name") = "encode", py::arg("doc") = "")
+           py::arg("numpy") = false, py::arg("method") = py::none(), py::arg("target") = py::none(),
+           py::arg("name") = "encode", py::arg("doc") = "")
       .def("encode_lists", &Core::encode_lists, py::arg("texts"), py::arg("allowed"),
            py::arg("disallowed"), py::arg("errors"), py::arg("num_threads"))
       .def("decode_bytes", &Core::decode_bytes)

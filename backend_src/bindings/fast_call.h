@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace gputok::bind {
 
@@ -44,29 +45,63 @@ inline PyObject* fast_call_entry(PyObject* self, PyObject* const* args, Py_ssize
 }
 
 // make_fast_method's state: the builtin's `self`, a FastMethodState (a pybind11 instance with
-// a __dict__, so that the collector traverses it). Its __dict__ holds `fallback` and `target`,
-// the Tokenizer: the Tokenizer holds the builtin and the builtin holds it, a cycle the collector
-// sees and frees (held by C++ members instead, no Tokenizer would ever be freed). A builtin
-// pickles as getattr(its self, its name) and this state as its target's reduction, so a pickled
+// a __dict__, so that the collector traverses it). Its __dict__ holds `target`, the
+// Tokenizer: the Tokenizer holds the builtin and the builtin holds it, a cycle the collector
+// sees and frees (a strong reference held by a C++ member instead leaked every Tokenizer).
+// The C++ side keeps only a weak reference to it, for the method's call. A builtin pickles
+// as getattr(its self, its name) and this state as its target's reduction, so a pickled
 // tok.encode comes back as the new Tokenizer's encode, as a pickled bound method did
 // (multiprocessing's pool.map(tok.encode, ...)).
 struct FastMethod {
   std::function<py::object(py::handle)> fn;
-  py::object owner;  // the object `fn` refers to (the native Core: no cycle)
+  py::object owner;       // the object `fn` refers to (the native Core: no cycle)
+  py::object method;      // the class's function, called as method(target, *args, **kwargs)
+  py::object target_ref;  // weakref.ref(target)
   std::string name, doc;
   PyMethodDef def{};  // its name and doc; the state outlives the builtin that points here
 };
 
-// One positional argument and no keywords take fn; any other call goes to the fallback as it
-// came (vectorcall: the same arguments, no tuple or dict built).
+// The class's method on the target, with the arguments as they came (vectorcall: no tuple or
+// dict built; the target goes first in a copy of the argument array).
+inline PyObject* call_method(const FastMethod& m, PyObject* const* args, Py_ssize_t nargs,
+                             PyObject* kwnames) {
+  PyObject* target = PyWeakref_GetObject(m.target_ref.ptr());  // borrowed; None once freed
+  if (target == nullptr) return nullptr;
+  if (target == Py_None) {
+    PyErr_Format(PyExc_ReferenceError, "%s: its Tokenizer was freed", m.name.c_str());
+    return nullptr;
+  }
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject* small[8];
+  std::vector<PyObject*> large;
+  PyObject** all = small;
+  if (nargs + nkw + 1 > 8) {
+    large.resize(size_t(nargs + nkw + 1));
+    all = large.data();
+  }
+  const py::object keep = py::reinterpret_borrow<py::object>(target);  // alive for the call
+  all[0] = target;
+  for (Py_ssize_t i = 0; i < nargs + nkw; ++i) all[i + 1] = args[i];
+  return PyObject_Vectorcall(m.method.ptr(), all, size_t(nargs + 1), kwnames);
+}
+
+// The builtin's self is only ever the FastMethodState make_fast_method gave it (a builtin's
+// __self__ cannot be set), a class with no base: its value sits in pybind11's simple layout,
+// read without the registered-type lookup of a cast (~30 ns a call).
+inline const FastMethod& state_of(PyObject* self) {
+  auto* inst = reinterpret_cast<py::detail::instance*>(self);
+  if (inst->simple_layout) return *static_cast<const FastMethod*>(inst->simple_value_holder[0]);
+  return py::handle(self).cast<const FastMethod&>();
+}
+
+// One positional argument and no keywords take fn; any other call goes to the class's method.
 inline PyObject* fast_method_entry(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                                    PyObject* kwnames) {
   try {
-    if (nargs != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)) {
-      const py::object fallback = py::handle(self).attr("fallback");
-      return PyObject_Vectorcall(fallback.ptr(), args, size_t(nargs), kwnames);
-    }
-    return py::handle(self).cast<const FastMethod&>().fn(args[0]).release().ptr();
+    const FastMethod& m = state_of(self);
+    if (nargs != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0))
+      return call_method(m, args, nargs, kwnames);
+    return m.fn(args[0]).release().ptr();
   } catch (...) {
     py::detail::try_translate_exceptions();
     return nullptr;
@@ -75,10 +110,10 @@ inline PyObject* fast_method_entry(PyObject* self, PyObject* const* args, Py_ssi
 
 // The FastMethodState class (once per module) and, per call, a builtin
 // `name(text, *args, **kwargs)`: fn(text) for one positional argument and no keywords,
-// fallback(*args, **kwargs) otherwise (the facade's method bound to `target`, which resolves
-// the keywords). The facade sets it on each Tokenizer in place of its method: tok.encode(text)
+// method(target, *args, **kwargs) otherwise (the facade's Python method, which resolves the
+// keywords). The facade sets it on each Tokenizer in place of its method: tok.encode(text)
 // then skips a Python frame, ~0.17-0.19 us of a 64-token call's ~1.1 (2-core dev VM,
-// 2026-11-29).
+// 2026-11-29); a call with keywords costs what the method did.
 inline void bind_fast_method_state(py::module_& m) {
   py::class_<FastMethod>(m, "FastMethodState", py::dynamic_attr())
       .def("__reduce__",
@@ -86,11 +121,14 @@ inline void bind_fast_method_state(py::module_& m) {
 }
 
 inline py::object make_fast_method(std::function<py::object(py::handle)> fn, py::object owner,
-                                   const py::object& fallback, const py::object& target,
+                                   const py::object& method, const py::object& target,
                                    std::string name, std::string doc) {
   auto state = std::make_unique<FastMethod>();
   state->fn = std::move(fn);
   state->owner = std::move(owner);
+  state->method = method;
+  state->target_ref = py::reinterpret_steal<py::object>(PyWeakref_NewRef(target.ptr(), nullptr));
+  if (!state->target_ref) throw py::error_already_set();
   state->name = std::move(name);
   state->doc = std::move(doc);
   state->def =
@@ -99,7 +137,6 @@ inline py::object make_fast_method(std::function<py::object(py::handle)> fn, py:
                   METH_FASTCALL | METH_KEYWORDS, state->doc.c_str()};
   PyMethodDef* def = &state->def;
   py::object self = py::cast(std::move(state));  // owned by Python from here
-  self.attr("fallback") = fallback;
   self.attr("target") = target;
   PyObject* f = PyCFunction_NewEx(def, self.ptr(), nullptr);
   if (f == nullptr) throw py::error_already_set();

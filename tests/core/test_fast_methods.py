@@ -96,6 +96,20 @@ def test_a_tokenizer_is_freed_and_a_kept_function_keeps_it():
     assert ref() is None, "the Tokenizer was not freed"
 
 
+def test_a_state_stripped_of_its_tokenizer_raises_instead_of_crashing():
+    """The native side reaches the Tokenizer weakly: with the strong reference removed from
+    the builtin's state by hand, a lone text still encodes (the native Core is held) and a
+    call for the method raises ReferenceError once the Tokenizer is gone, never a crash."""
+    tok = gputok.gpt2(device="cpu")
+    kept = tok.encode
+    del kept.__self__.target
+    del tok
+    gc.collect()
+    assert kept("hello world") == [31373, 995]
+    with pytest.raises(ReferenceError, match="freed"):
+        kept("hello", allowed_special="all")
+
+
 def test_a_pickled_builtin_is_the_new_tokenizers_method():
     """As a pickled bound method was (multiprocessing's pool.map(tok.encode, ...))."""
     tok = gputok.gpt2(device="cpu")
