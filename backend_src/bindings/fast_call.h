@@ -65,12 +65,21 @@ struct FastMethod {
 // dict built; the target goes first in a copy of the argument array).
 inline PyObject* call_method(const FastMethod& m, PyObject* const* args, Py_ssize_t nargs,
                              PyObject* kwnames) {
-  PyObject* target = PyWeakref_GetObject(m.target_ref.ptr());  // borrowed; None once freed
-  if (target == nullptr) return nullptr;
-  if (target == Py_None) {
+  py::object keep;                // the target, alive for the call
+#if PY_VERSION_HEX >= 0x030D0000  // PyWeakref_GetObject is deprecated from 3.13
+  PyObject* strong = nullptr;
+  if (PyWeakref_GetRef(m.target_ref.ptr(), &strong) < 0) return nullptr;
+  keep = py::reinterpret_steal<py::object>(strong);  // null once freed
+#else
+  PyObject* borrowed = PyWeakref_GetObject(m.target_ref.ptr());  // None once freed
+  if (borrowed == nullptr) return nullptr;
+  if (borrowed != Py_None) keep = py::reinterpret_borrow<py::object>(borrowed);
+#endif
+  if (!keep) {
     PyErr_Format(PyExc_ReferenceError, "%s: its Tokenizer was freed", m.name.c_str());
     return nullptr;
   }
+  PyObject* target = keep.ptr();
   const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   PyObject* small[8];
   std::vector<PyObject*> large;
@@ -79,7 +88,6 @@ inline PyObject* call_method(const FastMethod& m, PyObject* const* args, Py_ssiz
     large.resize(size_t(nargs + nkw + 1));
     all = large.data();
   }
-  const py::object keep = py::reinterpret_borrow<py::object>(target);  // alive for the call
   all[0] = target;
   for (Py_ssize_t i = 0; i < nargs + nkw; ++i) all[i + 1] = args[i];
   return PyObject_Vectorcall(m.method.ptr(), all, size_t(nargs + 1), kwnames);

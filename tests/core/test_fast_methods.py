@@ -67,6 +67,10 @@ def test_other_calls_go_to_the_method():
         tok.encode()
     with pytest.raises(TypeError):
         tok.encode(text="x", bogus=1)
+    # more arguments than the native side's array on the stack holds (8): a vector instead
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        tok.encode("x", **{f"k{i}": i for i in range(9)})
+    assert tok.encode("<|endoftext|>", allowed_special="all", disallowed_special="all") == [50256]
 
 
 def test_a_subclass_keeps_its_own_methods():
