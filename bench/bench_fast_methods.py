@@ -2,9 +2,12 @@
 """The facade's one-text methods as builtins (gputok/_fast_methods.py) against the class's
 Python methods they replace, in one process, interleaved: `tok.encode(text)` (the builtin)
 against `Tokenizer.encode(tok, text)` (the method, as every call went before), and the same for
-encode_ordinary and encode_to_numpy, with gigatoken's `encode` beside them. Texts of about 1
-to 1,024 tokens cut from the bench corpus; best of --rounds rounds of --number calls each,
-nanoseconds a call. Every output is checked equal to tiktoken's first. Not a test.
+encode_ordinary and encode_to_numpy, and `encode_to_numpy(text, errors="strict")` (a call with
+a keyword, which the builtin hands to the method), with gigatoken's `encode` beside them in
+both its exact configurations (bench_envelope.gigatoken_makers; "gigatoken best" is the faster
+per size). Texts of about 1 to 1,024 tokens cut from the bench corpus; best of --rounds rounds
+of --number calls each, nanoseconds a call. Every output is checked equal to tiktoken's first.
+Not a test.
 
     python bench/bench_fast_methods.py [--rounds 15] [--number 20000] [--json FILE]
 """
@@ -33,15 +36,15 @@ def main() -> None:
     ap.add_argument("--number", type=int, default=20000)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    import gigatoken
+    from bench_envelope import gigatoken_makers
 
     import gputok
     from corpus_fixture import load_corpus
     from references import tiktoken_gpt2
 
     tt = tiktoken_gpt2()
-    ranks = os.path.join(os.path.dirname(gputok.__file__), "data", "gpt2.tiktoken")
-    gt = gigatoken.Tokenizer.from_tiktoken(ranks, pretokenizer="gpt2")
+    gts = {f"gigatoken {name}": make() for name, make in gigatoken_makers()}
+    assert gts, "gigatoken is not installed"
     tok = gputok.gpt2(device="cpu")
     unit = " " + "".join(load_corpus("bench")).strip()
     ids = tt.encode_ordinary(unit[:200_000])
@@ -57,12 +60,19 @@ def main() -> None:
             assert list(fast(text)) == want and list(method(tok, text)) == want, name
             calls[f"{name} builtin"] = lambda f=fast, t=text: f(t)
             calls[f"{name} method"] = lambda f=method, t=text: f(tok, t)
-        assert list(gt.encode(text)) == want
-        calls["gigatoken encode"] = lambda t=text: gt.encode(t)
+        fast, method = tok.encode_to_numpy, gputok.Tokenizer.encode_to_numpy
+        calls["encode_to_numpy builtin, keyword"] = lambda f=fast, t=text: f(t, errors="strict")
+        calls["encode_to_numpy method, keyword"] = lambda f=method, t=text: f(
+            tok, t, errors="strict"
+        )
+        for name, gt in gts.items():
+            assert list(gt.encode(text)) == want, name
+            calls[name] = lambda g=gt, t=text: g.encode(t)
         best = {k: float("inf") for k in calls}
         for _ in range(a.rounds):  # interleaved: each round runs every call once
             for k, f in calls.items():
                 best[k] = min(best[k], timeit.timeit(f, number=a.number) / a.number * 1e9)
+        best["gigatoken best"] = min(best[name] for name in gts)
         rows.append(
             {"tokens": n, "bytes": len(text.encode()), **{k: round(v, 1) for k, v in best.items()}}
         )

@@ -1,12 +1,13 @@
 """encode(), encode_ordinary() and encode_to_numpy() of one Tokenizer as builtin functions.
 
 A call of the text alone is most of what these methods serve, and for a short text the
-method's own Python frame was a large part of it: ~0.17-0.19 us of a 64-token call's ~1.1
-(2-core dev VM, 2026-11-29). So each Tokenizer gets, in place of each of these methods, a
+method's own Python frame was a large part of it: 64 tokens took 827 ns with the builtin
+against 930 through the method on the H200 host, 907 against 1,068 on the 2-core dev VM
+(2026-11-29, bench/bench_fast_methods.py). So each Tokenizer gets, in place of each of these methods, a
 builtin (the native `Core.encoder` given the method, bindings/fast_call.h) that encodes a lone
 text itself and hands any other call (keywords, more arguments) to the class's method, with
-the Tokenizer first and the arguments unchanged: ~50 ns more than calling the method (one
-native hop; 2-core dev VM). A subclass that defines one of these methods keeps its own.
+the Tokenizer first and the arguments unchanged: up to ~50 ns more than calling the method
+(one native hop; same runs). A subclass that defines one of these methods keeps its own.
 
 As a bound method did, the builtin holds its Tokenizer (a cycle the garbage collector frees),
 and pickles as the Tokenizer's method of that name (multiprocessing's pool.map(tok.encode)).
