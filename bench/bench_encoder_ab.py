@@ -13,6 +13,13 @@ tiktoken's (a rolling hash of every id): a mismatch stops the run.
     python bench/bench_encoder_ab.py HEAD~1 HEAD                       # bench corpus, 10 MB
     python bench/bench_encoder_ab.py HEAD~1 HEAD --corpus code --mb 10 --rounds 6
     python bench/bench_encoder_ab.py HEAD HEAD@-march=x86-64-v3        # TREE@FLAGS: extra g++ flags
+    python bench/bench_encoder_ab.py HEAD~1 HEAD --wall 8192,32768,131072   # one text, wall time
+
+--wall SIZES times one text of each size instead (the corpus's documents joined, cut there):
+wall time of back-to-back calls, every core, encode_one (which splits a long text across the
+cores) and, beside it, encode_batch on one thread; medians of the rounds, in microseconds.
+Each tree's two results are checked equal first (its batch ids are checked against tiktoken's
+as above, in a batch run before the rounds).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import re
 import statistics
 import struct
@@ -27,6 +35,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,24 +117,64 @@ def run(binary: Path, tokens: Path, docs: Path, mb: float) -> dict:
     return {"cold": float(m[1]), "warm": max(float(m[2]), float(m[3])), "hash": m[5]}
 
 
+def run_wall(binary: Path, tokens: Path, docs: Path, mb: float, sizes: str) -> dict:
+    """{bytes: (encode_one us, one thread us)} of the driver's wall mode."""
+    out = subprocess.run(
+        [str(binary), str(tokens), str(docs), str(mb), "wall", sizes],
+        capture_output=True,
+        text=True,
+    ).stdout
+    rows = re.findall(r"wall (\d+) bytes (\d+) ids: split ([\d.]+) one ([\d.]+) us", out)
+    if len(rows) != len(sizes.split(",")):
+        sys.exit(f"driver {binary} printed {out!r}")
+    return {int(b): (float(s), float(o)) for b, _, s, o in rows}
+
+
+def report_wall(walls: dict[str, list[dict]], rounds: int) -> None:
+    sizes = sorted(next(iter(walls.values()))[0])
+    print(f"| tree | {' | '.join(f'{b:,} B' for b in sizes)} |  (one text, us, wall, median of")
+    print(f"|---|{'---:|' * len(sizes)}  {rounds} rounds: encode_one / one thread)")
+    for tree, rs in walls.items():
+        cells = []
+        for b in sizes:
+            split = statistics.median(r[b][0] for r in rs)
+            one = statistics.median(r[b][1] for r in rs)
+            cells.append(f"{split:.1f} / {one:.1f}")
+        print(f"| {tree} | {' | '.join(cells)} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("trees", nargs="+", help="git revisions or csrc folders [@g++ flags]")
     ap.add_argument("--corpus", choices=("bench", "code"), default="bench")
     ap.add_argument("--mb", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--wall", default=None, help="one text of these byte sizes (comma list)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="gputok-encoder-ab-") as tmp:
         work = Path(tmp)
         docs_path, docs = corpus_file(a.corpus, a.mb, work)
         tokens = tokens_file(work)
         want = tiktoken_hash(docs)
-        binaries = {}
-        for k, tree in enumerate(a.trees):
-            binaries[tree] = work / f"driver{k}"
-            source, _, flags = tree.partition("@")
-            build(tree_sources(source, work), binaries[tree], flags)
+        binaries = {tree: work / f"driver{k}" for k, tree in enumerate(a.trees)}
+        with ThreadPoolExecutor(max(1, min(len(a.trees), os.cpu_count() or 1))) as ex:
+            builds = []
+            for tree, binary in binaries.items():
+                source, _, flags = tree.partition("@")
+                builds.append(ex.submit(build, tree_sources(source, work), binary, flags))
+            for b in builds:
+                b.result()
         results: dict[str, list[dict]] = {t: [] for t in a.trees}
+        if a.wall:
+            walls: dict[str, list[dict]] = {t: [] for t in a.trees}
+            for tree, binary in binaries.items():  # exact first: one batch run each
+                if run(binary, tokens, docs_path, a.mb)["hash"] != want:
+                    sys.exit(f"{tree}: ids differ from tiktoken's")
+            for _ in range(a.rounds):
+                for tree, binary in binaries.items():
+                    walls[tree].append(run_wall(binary, tokens, docs_path, a.mb, a.wall))
+            report_wall(walls, a.rounds)
+            return
         for _ in range(a.rounds):
             for tree, binary in binaries.items():
                 r = run(binary, tokens, docs_path, a.mb)

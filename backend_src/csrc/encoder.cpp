@@ -30,30 +30,6 @@ namespace gputok {
 
 namespace {
 
-constexpr size_t kChunkBytes = 64 * 1024;  // long texts split here for threads (and the GPU)
-constexpr size_t kItemBytes = 32 * 1024;   // work per scheduling item
-// One text of at least one_text_parallel_bytes(threads) is cut into about two pieces per
-// hardware thread (at safe split points, none under kMinChunkBytes) and encoded on every
-// core; below it, and where the pool is busy with another call, it runs on the calling thread
-// alone. Waking the pool costs ~100 us on a VM, so fewer threads need a longer text to gain.
-// Split against one thread, one text (bench corpus, median of 7): 16-core H100 host
-// 2026-11-27, split/one 0.62-0.68x at 32 KB, 0.40-0.61x at 64 KB, 0.19-0.38x from 128 KB;
-// 2-core dev VM, 1.88-2.28x at 32-64 KB, 0.79-0.98x from 128 KB. 3-7 threads: interpolated.
-// Between kOneTextParallelBytes and that size a text is also split when the pool is awake
-// (Encoder::OneTextStream: its last job or the last such call ended within the spin window),
-// as in a stream of calls; alone it stays here. 2-core dev VM, 2026-11-27, wall time, calls
-// back to back: 32-96 KB took 0.43-0.78x the time of the calling thread alone; calls 3 ms
-// apart the same as before (waking the sleeping pool cost ~200 us there).
-constexpr size_t kOneTextParallelBytes = 32 * 1024;
-size_t one_text_parallel_bytes(size_t threads) {
-  return kOneTextParallelBytes * std::max<size_t>(1, 8 / std::max<size_t>(1, threads));
-}
-// Parts of a split text: about two per hardware thread, none under kMinChunkBytes. H100 host
-// (16 threads), 2026-11-27, encode_one back to back (`2026-11-27-eve-h100.md` §7): 4 KiB
-// against 8 KiB took 0.76x the time at 32 KB, 0.87-0.90x at 48-64 KB, the same from 256 KB;
-// 2 KiB measured like 4, 16 and 24 KiB 1.2-2.0x slower. On 2 threads nothing changes (the
-// parts are a quarter of the text, 8 KiB and up).
-constexpr size_t kMinChunkBytes = 4 * 1024;
 // Output id buffers from this size on are advised onto transparent huge pages before their
 // first write (huge_pages.h): measured below in the performance note of encode_units_inline.
 constexpr size_t kOutputHugeBytes = size_t(8) << 20;
@@ -214,15 +190,11 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
   const size_t threads = hardware_threads();
   const size_t size = text.bytes.size();
   Prepared p;
-  const size_t split_at = one_text_parallel_bytes(threads);
-  // A mid-size text is split only when the pool's workers are likely awake: sporadic calls
-  // stay on this thread, calls in a stream split from the second on (OneTextStream).
-  const bool mid = threads > 1 && size >= kOneTextParallelBytes && size < split_at;
-  const OneTextStream stream(mid ? this : nullptr);
-  if (threads > 1 && (size >= split_at || stream.warm)) {
-    p.chunk_bytes = std::min(kChunkBytes, std::max(kMinChunkBytes, size / (2 * threads)));
+  const OneTextStream stream(mid_size(size, threads) ? this : nullptr);
+  if (const size_t part = split_part_bytes(size, threads, stream)) {
+    p.chunk_bytes = part;
     prepare({text}, policy, utf8, p);
-    out = std::move(encode_units(p, 1, threads, p.chunk_bytes).ids);
+    out = std::move(encode_units(p, 1, threads, part).ids);
     return;
   }
   if (encode_plain(text, policy, utf8, out)) return;
@@ -265,8 +237,22 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
                                    Utf8Policy utf8, int num_threads) const {
   const size_t threads = resolve_threads(num_threads);  // throws before any work
   Prepared p;
+  // A call of fewer than about two items per thread is cut as one text is (encode_one), so
+  // that one text of 16-64 KB, or a few, no longer runs on one thread: H200 host, 2026-11-29,
+  // `encode_batch_flat([text])` of 39 KB 166 us on one thread against 55 us split (the same
+  // text through encode_to_numpy).
+  size_t bytes = 0;
+  for (const TextInput& t : texts) bytes += t.bytes.size();
+  size_t item_bytes = kItemBytes;
+  if (bytes < 2 * threads * kItemBytes) {
+    const OneTextStream stream(mid_size(bytes, threads) ? this : nullptr);
+    if (const size_t part = split_part_bytes(bytes, threads, stream)) {
+      p.chunk_bytes = part;
+      item_bytes = part;
+    }
+  }
   prepare(texts, policy, utf8, p);
-  return encode_units(p, texts.size(), threads, kItemBytes);
+  return encode_units(p, texts.size(), threads, item_bytes);
 }
 
 // One thread: every unit straight into the result, with no per-item buffers to copy. The

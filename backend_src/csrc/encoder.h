@@ -108,12 +108,14 @@ class Encoder {
                                    const std::vector<TextInput>& texts, const SpecialPolicy& policy,
                                    Utf8Policy utf8, int32_t separator, int num_threads) const;
 
-  // One text on the calling thread (texts over a few chunks go to encode_batch, which
-  // splits them across cores): the latency path, with no scheduling structures.
+  // One text: the latency path, on the calling thread with no scheduling structures, or cut
+  // into parts across the cores when it is long (split_part_bytes, encoder_pool.cpp).
   void encode_one(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
                   IdVector& out) const;
 
  private:
+  static constexpr size_t kChunkBytes = 64 * 1024;  // long texts split here (and for the GPU)
+  static constexpr size_t kItemBytes = 32 * 1024;   // work per scheduling item
   struct Unit;
   struct Prepared;
   const std::string* special_text(int32_t id) const;  // a special token's text, or null
@@ -138,6 +140,8 @@ class Encoder {
     const Encoder* enc;
     bool warm = false;
   };
+  static bool mid_size(size_t bytes, size_t threads);
+  static size_t split_part_bytes(size_t bytes, size_t threads, const OneTextStream& stream);
   std::shared_ptr<PieceCache> cache() const;  // this call's snapshot (null: disabled)
   void seed(PieceCache& cache) const;
   void encode_segment(PieceCache* cache, std::string_view text, IdVector& out) const;

@@ -58,7 +58,7 @@ void ThreadPoolDeleter::operator()(ThreadPool* p) const noexcept {
 void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_.store(true, std::memory_order_release);
+    stop_.store(true);
   }
   cv_.notify_all();
   for (auto& t : workers_)
@@ -85,29 +85,53 @@ void ThreadPool::spin_until(Done done, bool yield) const {
   }
 }
 
-void ThreadPool::loop() {
-  size_t seen = 0;
-  for (;;) {
-    const std::function<void(size_t)>* fn;
-    size_t n;
-    spin_until(
-        [&] {
-          return generation_.load(std::memory_order_acquire) != seen ||
-                 stop_.load(std::memory_order_relaxed);
-        },
-        true);
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_threads_ > 0); });
-      if (stop_) return;
-      seen = generation_;
-      --job_threads_;
-      fn = job_;
-      n = job_n_;
-    }
-    for (size_t i; (i = next_.fetch_add(1)) < n;) (*fn)(i);
+// The job's hand-off takes no lock while workers spin. Before, every worker took one mutex to
+// join a job and again to leave it: a job of trivial items cost 20-34 us on 16 threads (H200
+// host, 2026-11-29; 3.2-5.2 us now, thread_pool.h), and one text of 32 KB cut into 8 parts
+// took 61 us against ~10 us a part (60.8 -> 32.7-33.3 us with this pool and 2 KiB parts,
+// bench/results/2026-11-29-pool-h200.md). Every atomic below is sequentially consistent
+// where a comment names an order; the arguments:
+// - A worker reads job_ and job_n_ only after raising busy_ and then seeing gen_ even and
+//   unchanged; a caller makes gen_ odd before it waits for busy_ to be 0 and writes them.
+//   So a worker either sees the odd gen_ and leaves, or holds busy_ while it reads.
+// - A worker that reads a finished job's fields finds its items all taken (the caller took
+//   the rest before it returned, and next_ is reset only while busy_ is 0), so it never calls
+//   a function whose caller has returned.
+// - Sleepers: a worker counts itself in sleepers_ under mu_ and then tests gen_ under mu_; a
+//   caller stores gen_ and then reads sleepers_. Either the worker sees the new gen_, or the
+//   caller sees the sleeper and notifies under mu_ (after the worker waits).
+// - The caller's wait: it sets caller_waits_ under mu_ and then tests busy_; the worker that
+//   brings busy_ to 0 then reads caller_waits_ and notifies under mu_.
+void ThreadPool::join_job(uint64_t g) {
+  busy_.fetch_add(1);                                 // order: before the load of gen_
+  if (gen_.load() == g && seats_.fetch_sub(1) > 0) {  // published, and a seat left
+    const std::function<void(size_t)>* fn = job_;
+    const size_t n = job_n_;
+    for (size_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < n;) (*fn)(i);
+  }
+  if (busy_.fetch_sub(1) == 1 && caller_waits_.load()) {  // order: after the decrement
     std::lock_guard<std::mutex> lock(mu_);
-    if (active_.fetch_sub(1, std::memory_order_release) == 1) done_cv_.notify_all();
+    done_cv_.notify_all();
+  }
+}
+
+void ThreadPool::loop() {
+  uint64_t seen = 0, g = 0;
+  const auto fresh = [&] {
+    g = gen_.load(std::memory_order_acquire);
+    return (g != seen && (g & 1) == 0) || stop_.load(std::memory_order_relaxed);
+  };
+  for (;;) {
+    spin_until(fresh, true);
+    if (!fresh()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      sleepers_.fetch_add(1);  // order: before the wait's test of gen_
+      cv_.wait(lock, fresh);
+      sleepers_.fetch_sub(1);
+    }
+    if (stop_.load()) return;
+    seen = g;
+    join_job(g);
   }
 }
 
@@ -117,21 +141,30 @@ void ThreadPool::parallel_for(size_t n, size_t threads, const std::function<void
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_threads_ = threads - 1;
-    active_.store(threads - 1, std::memory_order_relaxed);
-    next_.store(0);
-    generation_.fetch_add(1, std::memory_order_release);  // a spinning worker sees the job
+  // Callers serialize (the class comment), so only this thread writes gen_.
+  const uint64_t g = gen_.load(std::memory_order_relaxed) + 2;
+  gen_.store(g - 1);  // odd: workers that look now leave; order: before the loads of busy_
+  spin_until([&] { return busy_.load() == 0; }, false);
+  while (busy_.load() != 0) std::this_thread::yield();  // a late worker leaving an old job
+  job_ = &fn;
+  job_n_ = n;
+  next_.store(0, std::memory_order_relaxed);
+  seats_.store(int64_t(threads) - 1, std::memory_order_relaxed);
+  gen_.store(g);  // published; order: before the load of sleepers_
+  if (sleepers_.load() > 0) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+    }
+    cv_.notify_all();
   }
-  cv_.notify_all();
-  for (size_t i; (i = next_.fetch_add(1)) < n;) fn(i);
-  spin_until([&] { return active_.load(std::memory_order_acquire) == 0; }, false);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return active_ == 0; });
-  job_threads_ = 0;
+  for (size_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < n;) fn(i);
+  spin_until([&] { return busy_.load() == 0; }, false);
+  if (busy_.load() != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    caller_waits_.store(true);  // order: before the wait's test of busy_
+    done_cv_.wait(lock, [&] { return busy_.load() == 0; });
+    caller_waits_.store(false);
+  }
 }
 
 }  // namespace gputok

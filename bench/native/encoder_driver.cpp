@@ -4,6 +4,11 @@
 //
 //   encoder_driver TOKENS DOCS MB batch   -> "cold C warm W1 W2 MB/s ids N hash H"
 //   encoder_driver TOKENS DOCS MB one     -> "one B bytes N ids: T us/call" (first MB)
+//   encoder_driver TOKENS DOCS MB wall S1,S2,...
+//       -> per size S (bytes): "wall S bytes N ids: split T1 one T2 us" (one text of the
+//          documents joined, cut to S bytes; wall time, median of 7 loops of back-to-back
+//          calls: encode_one, which may split it across the cores, and encode_batch on one
+//          thread; the ids of the two compared first)
 //
 // DOCS holds documents separated by 0x1E; the first MB megabytes are used. "cold" is a fresh
 // Encoder's first encode_batch (empty pretoken cache), W1 and W2 the next two. H is a rolling
@@ -12,6 +17,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +39,62 @@ double cpu_seconds() {
   timespec t;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
+
+// Wall time of one call of `f`, back to back: the median over 7 loops of about 3 ms each
+// (spin windows and caches behave as in a stream of calls).
+template <typename F>
+double wall_us(F f, size_t bytes) {
+  const long reps = std::max<long>(20, long(3e6 / double(bytes + 1)));
+  std::vector<double> t;
+  for (int r = 0; r < 7; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (long i = 0; i < reps; ++i) f();
+    const std::chrono::duration<double, std::micro> d = std::chrono::steady_clock::now() - t0;
+    t.push_back(d.count() / double(reps));
+  }
+  std::sort(t.begin(), t.end());
+  return t[3];
+}
+
+// Mode "wall": one text of each size (the documents joined), split and on one thread.
+int wall_mode(const std::shared_ptr<Vocab>& vocab_tokens, const std::vector<std::string>& docs,
+              const char* sizes) {
+  std::string all;
+  for (const auto& d : docs) all += d;
+  Encoder enc(vocab_tokens);
+  const SpecialPolicy policy;
+  for (const char* p = sizes; *p;) {
+    size_t n = std::strtoul(p, nullptr, 10);
+    while (n < all.size() && (uint8_t(all[n]) & 0xC0) == 0x80) ++n;  // a whole character
+    const std::string text = all.substr(0, n);
+    const TextInput t{text, true};
+    IdVector out;
+    EncodeResult one;
+    for (int i = 0; i < 20; ++i) {  // warm: the pretoken cache and the pool
+      out.clear();
+      enc.encode_one(t, policy, Utf8Policy::kStrict, out);
+    }
+    one = enc.encode_batch({t}, policy, Utf8Policy::kStrict, 1);
+    if (!std::equal(out.begin(), out.end(), one.ids.begin(), one.ids.end()) || out.empty()) {
+      std::printf("wall %zu bytes: encode_one and encode_batch differ\n", text.size());
+      return 1;
+    }
+    const double split = wall_us(
+        [&] {
+          out.clear();
+          enc.encode_one(t, policy, Utf8Policy::kStrict, out);
+        },
+        text.size());
+    const double alone =
+        wall_us([&] { one = enc.encode_batch({t}, policy, Utf8Policy::kStrict, 1); }, text.size());
+    std::printf("wall %zu bytes %zu ids: split %.2f one %.2f us\n", text.size(), out.size(), split,
+                alone);
+    p = std::strchr(p, ',');
+    if (!p) break;
+    ++p;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -57,6 +119,8 @@ int main(int argc, char** argv) {
     total += end - start;
     start = end + 1;
   }
+  if (std::strcmp(argv[4], "wall") == 0)
+    return wall_mode(vocab, docs, argc > 5 ? argv[5] : "32768");
   std::vector<TextInput> texts;
   for (const auto& d : docs) texts.push_back(TextInput{d, true});
   const SpecialPolicy policy;

@@ -81,3 +81,52 @@ def test_a_stream_of_mid_size_texts_splits_once_the_pool_is_awake(ref, text):
         if _threads() > before:  # (a loaded machine may stretch a gap past 50 us: retry)
             break
     assert _threads() == before + (os.cpu_count() or 1) - 1  # split
+
+
+@pytest.mark.skipif(
+    not 2 <= (os.cpu_count() or 1) <= 4 or not os.path.isdir("/proc/self/task"),
+    reason="mid-size calls (16 KiB up to 128 KiB on 2 threads, 64 KiB on 3-4) exist there only",
+)
+def test_a_stream_of_mid_size_batches_of_one_text_splits_too(ref, text):
+    """encode_batch_flat([text]) of 16-64 KB ran on one thread whatever the cores (a call of one
+    item); it now follows encode_one's rule: alone on the calling thread, split from the second
+    call of a stream. Its ids and offsets stay tiktoken's, for one text and for a few."""
+    gputok = pytest.importorskip("gputok")
+    t = text[:20_000]
+    want = ref.encode_ordinary(t)
+    assert len(want) > 2000
+    tok = gputok.gpt2(device="cpu", cpu_spin_us=10_000)  # a window no loaded VM misses
+    before = _threads()
+    ids, offsets = tok.encode_batch_flat([t])
+    assert ids.tolist() == want and offsets.tolist() == [0, len(want)]
+    assert _threads() == before  # alone: not split, so no pool
+    ids, offsets = tok.encode_batch_flat([t])
+    assert ids.tolist() == want
+    assert _threads() == before + (os.cpu_count() or 1) - 1  # in a stream: split
+    parts = [text[:9_000], text[9_000:9_001], "", text[30_000:52_000]]
+    wants = [ref.encode_ordinary(p) for p in parts]
+    for _ in range(2):
+        ids, offsets = tok.encode_batch_flat(parts)
+        ends = [sum(len(w) for w in wants[: k + 1]) for k in range(len(wants))]
+        assert offsets.tolist() == [0, *ends]
+        assert ids.tolist() == [i for w in wants for i in w]
+
+
+def test_split_batches_at_many_sizes_and_offsets_match_tiktoken(tok, ref, text):
+    """One or three texts of 16-140 KB in all, twice each (the second call in a stream, so
+    split on every machine with more than one thread): tiktoken's ids and ends."""
+    checked = 0
+    for start in (0, 2_222, 99_999):
+        for size in range(16_384, 140_000, 17_001):
+            t = text[start : start + size]
+            third = size // 3
+            for batch in ([t], [t[:third], t[third : 2 * third], t[2 * third :]]):
+                wants = [ref.encode_ordinary(b) for b in batch]
+                flat = [i for w in wants for i in w]
+                assert len(flat) > 1000
+                for _ in range(2):
+                    ids, offsets = tok.encode_batch_flat(batch)
+                    assert ids.tolist() == flat, (start, size, len(batch))
+                    assert offsets[-1] == len(flat) and offsets.tolist()[1] == len(wants[0])
+                checked += 1
+    assert checked == 48
