@@ -17,7 +17,8 @@ tiktoken's (a rolling hash of every id): a mismatch stops the run.
 
 --wall SIZES times one text of each size instead (the corpus's documents joined, cut there):
 wall time of back-to-back calls, every core, encode_one (which splits a long text across the
-cores) and, beside it, encode_batch on one thread; medians of the rounds, in microseconds.
+cores) and, beside it, encode_batch on one thread, and encode_one called alone (1 ms after the
+last call, when the pool sleeps); medians of the rounds, in microseconds.
 Each tree's two results are checked equal first (its batch ids are checked against tiktoken's
 as above, in a batch run before the rounds).
 """
@@ -124,22 +125,24 @@ def run_wall(binary: Path, tokens: Path, docs: Path, mb: float, sizes: str) -> d
         capture_output=True,
         text=True,
     ).stdout
-    rows = re.findall(r"wall (\d+) bytes (\d+) ids: split ([\d.]+) one ([\d.]+) us", out)
+    pattern = r"wall (\d+) bytes (\d+) ids: split ([\d.]+) one ([\d.]+) sporadic ([\d.]+) us"
+    rows = re.findall(pattern, out)
     if len(rows) != len(sizes.split(",")):
         sys.exit(f"driver {binary} printed {out!r}")
-    return {int(b): (float(s), float(o)) for b, _, s, o in rows}
+    return {int(b): (float(s), float(o), float(x)) for b, _, s, o, x in rows}
 
 
 def report_wall(walls: dict[str, list[dict]], rounds: int) -> None:
     sizes = sorted(next(iter(walls.values()))[0])
-    print(f"| tree | {' | '.join(f'{b:,} B' for b in sizes)} |  (one text, us, wall, median of")
-    print(f"|---|{'---:|' * len(sizes)}  {rounds} rounds: encode_one / one thread)")
+    print(f"One text, us, wall, medians of {rounds} rounds: encode_one in a stream / encode_batch")
+    print("on one thread / encode_one alone, 1 ms after the last call.\n")
+    print(f"| tree | {' | '.join(f'{b:,} B' for b in sizes)} |")
+    print(f"|---|{'---:|' * len(sizes)}")
     for tree, rs in walls.items():
         cells = []
         for b in sizes:
-            split = statistics.median(r[b][0] for r in rs)
-            one = statistics.median(r[b][1] for r in rs)
-            cells.append(f"{split:.1f} / {one:.1f}")
+            split, one, lone = (statistics.median(r[b][k] for r in rs) for k in range(3))
+            cells.append(f"{split:.1f} / {one:.1f} / {lone:.1f}")
         print(f"| {tree} | {' | '.join(cells)} |")
 
 

@@ -12,10 +12,14 @@ namespace {
 // One text of at least one_text_parallel_bytes(threads) is cut into about two pieces per
 // hardware thread (at safe split points, none under kMinChunkBytes) and encoded on every
 // core; below it, and where the pool is busy with another call, it runs on the calling thread
-// alone. Waking the pool costs ~100 us on a VM, so fewer threads need a longer text to gain.
-// Split against one thread, one text (bench corpus, median of 7): 16-core H100 host
-// 2026-11-27, split/one 0.62-0.68x at 32 KB, 0.40-0.61x at 64 KB, 0.19-0.38x from 128 KB;
-// 2-core dev VM, 1.88-2.28x at 32-64 KB, 0.79-0.98x from 128 KB. 3-7 threads: interpolated.
+// alone. Waking the pool costs ~100 us on a VM, so fewer threads need a longer text to gain:
+// 16 KiB on 9 threads or more, 32 on 5-8, 64 on 3-4, 128 on 2. Split against one thread, one
+// text (bench corpus, median of 7): 16-core H100 host 2026-11-27, split/one 0.62-0.68x at 32
+// KB, 0.40-0.61x at 64 KB, 0.19-0.38x from 128 KB; 2-core dev VM, 1.88-2.28x at 32-64 KB,
+// 0.79-0.98x from 128 KB. 3-7 threads: interpolated. 16 KiB from 9 threads up since the
+// lock-free pool: H200 host (16 cores), 2026-11-29, bench/bench_encoder_ab.py --wall, a call
+// 1 ms after the last (the pool asleep), medians of 5 rounds: 24 KB 55.8 us split against
+// 86.1 on the calling thread, 16 KB 51.0 against 48.9, 32-128 KB the same as with 32 KiB.
 // Between kOneTextWarmBytes and that size a text is also split when the pool is awake
 // (Encoder::OneTextStream: its last job or the last such call ended within the spin window),
 // as in a stream of calls; alone it stays here. 2-core dev VM, 2026-11-27, wall time, calls
@@ -25,10 +29,11 @@ namespace {
 // cores, 2026-11-29, bench/bench_encoder_ab.py --wall, back to back, medians of 5 rounds: 16
 // KB split in 2 KiB parts 27.6 us against 41.3 on the calling thread; 8 KB split 24.1 against
 // 21.2 alone, so not lower.
-constexpr size_t kOneTextParallelBytes = 32 * 1024;
+constexpr size_t kOneTextParallelBytes = 16 * 1024;
 constexpr size_t kOneTextWarmBytes = 16 * 1024;
 size_t one_text_parallel_bytes(size_t threads) {
-  return kOneTextParallelBytes * std::max<size_t>(1, 8 / std::max<size_t>(1, threads));
+  if (threads > 8) return kOneTextParallelBytes;
+  return 2 * kOneTextParallelBytes * std::max<size_t>(1, 8 / std::max<size_t>(1, threads));
 }
 // Parts of a split text: about two per hardware thread, none under kMinChunkBytes. H100 host
 // (16 threads), 2026-11-27, encode_one back to back (`2026-11-27-eve-h100.md` §7): 4 KiB

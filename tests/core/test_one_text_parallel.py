@@ -100,9 +100,12 @@ def test_a_stream_of_mid_size_batches_of_one_text_splits_too(ref, text):
     ids, offsets = tok.encode_batch_flat([t])
     assert ids.tolist() == want and offsets.tolist() == [0, len(want)]
     assert _threads() == before  # alone: not split, so no pool
-    ids, offsets = tok.encode_batch_flat([t])
-    assert ids.tolist() == want
-    assert _threads() == before + (os.cpu_count() or 1) - 1  # in a stream: split
+    for _ in range(20):  # in a stream: split (a loaded machine may stretch a gap: retry)
+        ids, offsets = tok.encode_batch_flat([t])
+        assert ids.tolist() == want
+        if _threads() > before:
+            break
+    assert _threads() == before + (os.cpu_count() or 1) - 1
     parts = [text[:9_000], text[9_000:9_001], "", text[30_000:52_000]]
     wants = [ref.encode_ordinary(p) for p in parts]
     for _ in range(2):
