@@ -119,7 +119,7 @@ def run(binary: Path, tokens: Path, docs: Path, mb: float) -> dict:
 
 
 def run_wall(binary: Path, tokens: Path, docs: Path, mb: float, sizes: str) -> dict:
-    """{bytes: (encode_one us, one thread us)} of the driver's wall mode."""
+    """{bytes: (encode_one us in a stream, one thread us, encode_one us alone)}: wall mode."""
     out = subprocess.run(
         [str(binary), str(tokens), str(docs), str(mb), "wall", sizes],
         capture_output=True,

@@ -190,11 +190,11 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
   const size_t threads = hardware_threads();
   const size_t size = text.bytes.size();
   Prepared p;
-  const OneTextStream stream(mid_size(size, threads) ? this : nullptr);
-  if (const size_t part = split_part_bytes(size, threads, stream)) {
-    p.chunk_bytes = part;
+  const CallSplit split(this, size, threads);
+  if (split.part) {
+    p.chunk_bytes = split.part;
     prepare({text}, policy, utf8, p);
-    out = std::move(encode_units(p, 1, threads, part).ids);
+    out = std::move(encode_units(p, 1, threads, split.part).ids);
     return;
   }
   if (encode_plain(text, policy, utf8, out)) return;
@@ -243,16 +243,11 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
   // text through encode_to_numpy).
   size_t bytes = 0;
   for (const TextInput& t : texts) bytes += t.bytes.size();
-  size_t item_bytes = kItemBytes;
-  if (bytes < 2 * threads * kItemBytes) {
-    const OneTextStream stream(mid_size(bytes, threads) ? this : nullptr);
-    if (const size_t part = split_part_bytes(bytes, threads, stream)) {
-      p.chunk_bytes = part;
-      item_bytes = part;
-    }
-  }
+  const bool few_items = bytes < 2 * threads * kItemBytes;
+  const CallSplit split(this, few_items ? bytes : 0, threads);  // 0 bytes: never split
+  if (split.part) p.chunk_bytes = split.part;
   prepare(texts, policy, utf8, p);
-  return encode_units(p, texts.size(), threads, item_bytes);
+  return encode_units(p, texts.size(), threads, split.part ? split.part : kItemBytes);
 }
 
 // One thread: every unit straight into the result, with no per-item buffers to copy. The

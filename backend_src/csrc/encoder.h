@@ -109,7 +109,7 @@ class Encoder {
                                    Utf8Policy utf8, int32_t separator, int num_threads) const;
 
   // One text: the latency path, on the calling thread with no scheduling structures, or cut
-  // into parts across the cores when it is long (split_part_bytes, encoder_pool.cpp).
+  // into parts across the cores when it is long (CallSplit, encoder_pool.cpp).
   void encode_one(const TextInput& text, const SpecialPolicy& policy, Utf8Policy utf8,
                   IdVector& out) const;
 
@@ -131,17 +131,17 @@ class Encoder {
   EncodeResult encode_units_inline(const Prepared& p, size_t n_texts, PieceCache* cache) const;
   // fn(i) for i in [0, n) on the shared pool (one caller at a time), or inline.
   void run_parallel(size_t n, size_t threads, const std::function<void(size_t)>& fn) const;
-  // A mid-size one-text call's view of the pool (encoder_pool.cpp): `warm` when the pool's
-  // last job, or the last such call, ended within the spin window (its workers are awake,
-  // or the caller is in a stream of calls); its destructor stamps the call's end.
-  struct OneTextStream {
-    explicit OneTextStream(const Encoder* e);
-    ~OneTextStream();
-    const Encoder* enc;
-    bool warm = false;
+  // How a call of `bytes` bytes on `threads` threads runs (encoder_pool.cpp): `part` > 0, cut
+  // into parts of about that many bytes across the pool; 0, on the calling thread. A long
+  // call always splits; a mid-size one only when the pool is awake (its last job, or the last
+  // mid-size call, ended within the spin window: a stream of calls), and stamps its own end
+  // when this goes out of scope.
+  struct CallSplit {
+    CallSplit(const Encoder* e, size_t bytes, size_t threads);
+    ~CallSplit();
+    const Encoder* enc = nullptr;  // set for a mid-size call
+    size_t part = 0;
   };
-  static bool mid_size(size_t bytes, size_t threads);
-  static size_t split_part_bytes(size_t bytes, size_t threads, const OneTextStream& stream);
   std::shared_ptr<PieceCache> cache() const;  // this call's snapshot (null: disabled)
   void seed(PieceCache& cache) const;
   void encode_segment(PieceCache* cache, std::string_view text, IdVector& out) const;

@@ -9,38 +9,31 @@
 namespace gputok {
 
 namespace {
-// One text of at least one_text_parallel_bytes(threads) is cut into about two pieces per
-// hardware thread (at safe split points, none under kMinChunkBytes) and encoded on every
-// core; below it, and where the pool is busy with another call, it runs on the calling thread
-// alone. Waking the pool costs ~100 us on a VM, so fewer threads need a longer text to gain:
-// 16 KiB on 9 threads or more, 32 on 5-8, 64 on 3-4, 128 on 2. Split against one thread, one
-// text (bench corpus, median of 7): 16-core H100 host 2026-11-27, split/one 0.62-0.68x at 32
-// KB, 0.40-0.61x at 64 KB, 0.19-0.38x from 128 KB; 2-core dev VM, 1.88-2.28x at 32-64 KB,
-// 0.79-0.98x from 128 KB. 3-7 threads: interpolated. 16 KiB from 9 threads up since the
-// lock-free pool: H200 host (16 cores), 2026-11-29, bench/bench_encoder_ab.py --wall, a call
-// 1 ms after the last (the pool asleep), medians of 5 rounds: 24 KB 55.8 us split against
-// 86.1 on the calling thread, 16 KB 51.0 against 48.9, 32-128 KB the same as with 32 KiB.
-// Between kOneTextWarmBytes and that size a text is also split when the pool is awake
-// (Encoder::OneTextStream: its last job or the last such call ended within the spin window),
-// as in a stream of calls; alone it stays here. 2-core dev VM, 2026-11-27, wall time, calls
-// back to back: 32-96 KB took 0.43-0.78x the time of the calling thread alone; calls 3 ms
-// apart the same as before (waking the sleeping pool cost ~200 us there). From 16 KB (32
-// before) since the pool hands jobs over without a lock (thread_pool.cpp): H200 host, 16
-// cores, 2026-11-29, bench/bench_encoder_ab.py --wall, back to back, medians of 5 rounds: 16
-// KB split in 2 KiB parts 27.6 us against 41.3 on the calling thread; 8 KB split 24.1 against
-// 21.2 alone, so not lower.
+// A call of at least one_text_parallel_bytes(threads) is cut into about two parts per hardware
+// thread (at safe split points, none under kMinChunkBytes) and encoded on every core; from
+// kOneTextWarmBytes below that it is split only when the pool is awake (Encoder::CallSplit:
+// its last job or the last such call ended within the spin window, as in a stream of calls);
+// smaller calls, and calls that find the pool busy, run on the calling thread. Waking the
+// pool costs ~100-200 us on a VM, so fewer threads need a longer call to gain: 16 KiB on 9
+// threads or more, 32 on 5-8, 64 on 3-4, 128 on 2. Measured:
+// - 16-core H100 host, 2026-11-27, split/one thread, one text: 0.62-0.68x at 32 KB, 0.40-0.61x
+//   at 64 KB, 0.19-0.38x from 128 KB; 2-core dev VM, alone 1.88-2.28x at 32-64 KB and 0.79-0.98x
+//   from 128 KB, back to back 0.43-0.78x at 32-96 KB. 3-7 threads: interpolated.
+// - H200 host, 16 cores, 2026-11-29, with the lock-free pool (bench/bench_encoder_ab.py
+//   --wall, medians of 5 rounds): back to back, 16 KB in 2 KiB parts 27.6 us against 41.3 on
+//   the calling thread, 8 KB 24.1 against 21.2 (so not lower); alone (1 ms after the last
+//   call), 24 KB 55.8 against 86.1, 16 KB 51.0 against 48.9.
 constexpr size_t kOneTextParallelBytes = 16 * 1024;
 constexpr size_t kOneTextWarmBytes = 16 * 1024;
 size_t one_text_parallel_bytes(size_t threads) {
   if (threads > 8) return kOneTextParallelBytes;
   return 2 * kOneTextParallelBytes * std::max<size_t>(1, 8 / std::max<size_t>(1, threads));
 }
-// Parts of a split text: about two per hardware thread, none under kMinChunkBytes. H100 host
-// (16 threads), 2026-11-27, encode_one back to back (`2026-11-27-eve-h100.md` §7): 4 KiB
-// against 8 KiB took 0.76x the time at 32 KB, 0.87-0.90x at 48-64 KB, the same from 256 KB;
-// 16 and 24 KiB 1.2-2.0x slower. 2 KiB, which measured like 4 with the old pool, since the
-// lock-free one (same run as above): 32 KB 30.3-32.8 us against 37.4-39.7 with 4 KiB, 48-256
-// KB within 5%. On 2 threads the parts are a quarter of the text, 4 KiB and up.
+// Parts: about two per hardware thread, none under kMinChunkBytes. 16-core H100 host,
+// 2026-11-27, back to back (`2026-11-27-eve-h100.md` §7): 4 KiB against 8 KiB 0.76x the time
+// at 32 KB, 0.87-0.90x at 48-64 KB, the same from 256 KB; 16 and 24 KiB 1.2-2.0x slower. H200
+// host, 2026-11-29, with the lock-free pool: 2 KiB against 4 KiB 30.3-32.8 us against 37.4-39.7
+// at 32 KB, within 5% at 48-256 KB (with the old pool 2 KiB measured like 4).
 constexpr size_t kMinChunkBytes = 2 * 1024;
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -72,15 +65,20 @@ void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(si
   pool_job_end_ns_.store(now_ns(), std::memory_order_relaxed);
 }
 
-Encoder::OneTextStream::OneTextStream(const Encoder* e) : enc(e) {
-  if (!e) return;
-  const int64_t spin_ns = int64_t(e->spin_us_.load(std::memory_order_relaxed)) * 1000;
-  const int64_t last = std::max(e->pool_job_end_ns_.load(std::memory_order_relaxed),
-                                e->one_text_end_ns_.load(std::memory_order_relaxed));
-  warm = spin_ns > 0 && now_ns() - last < spin_ns;
+Encoder::CallSplit::CallSplit(const Encoder* e, size_t bytes, size_t threads) {
+  if (threads <= 1 || bytes < kOneTextWarmBytes) return;
+  bool split = bytes >= one_text_parallel_bytes(threads);
+  if (!split) {  // mid-size: split when the pool is awake
+    enc = e;
+    const int64_t spin_ns = int64_t(e->spin_us_.load(std::memory_order_relaxed)) * 1000;
+    const int64_t last = std::max(e->pool_job_end_ns_.load(std::memory_order_relaxed),
+                                  e->one_text_end_ns_.load(std::memory_order_relaxed));
+    split = spin_ns > 0 && now_ns() - last < spin_ns;
+  }
+  if (split) part = std::min(kChunkBytes, std::max(kMinChunkBytes, bytes / (2 * threads)));
 }
 
-Encoder::OneTextStream::~OneTextStream() {
+Encoder::CallSplit::~CallSplit() {
   if (enc) enc->one_text_end_ns_.store(now_ns(), std::memory_order_relaxed);
 }
 
@@ -94,18 +92,5 @@ void Encoder::set_cpu_spin_us(unsigned us) {
 }
 
 unsigned Encoder::cpu_spin_us() const { return spin_us_.load(); }
-
-// A call of `bytes` bytes that may split only when the pool is awake (OneTextStream).
-bool Encoder::mid_size(size_t bytes, size_t threads) {
-  return threads > 1 && bytes >= kOneTextWarmBytes && bytes < one_text_parallel_bytes(threads);
-}
-
-// The parts a call of `bytes` bytes is cut into on `threads` threads (0: not cut, it runs on
-// the calling thread): long calls always, mid-size ones (mid_size) when the pool is awake, so
-// that sporadic calls stay here and calls in a stream split from the second on.
-size_t Encoder::split_part_bytes(size_t bytes, size_t threads, const OneTextStream& stream) {
-  if (threads <= 1 || (bytes < one_text_parallel_bytes(threads) && !stream.warm)) return 0;
-  return std::min(kChunkBytes, std::max(kMinChunkBytes, bytes / (2 * threads)));
-}
 
 }  // namespace gputok

@@ -59,7 +59,8 @@ double wall_us(F f, size_t bytes) {
   return t[3];
 }
 
-// Mode "wall": one text of each size (the documents joined), split and on one thread.
+// Mode "wall": one text of each size (the documents joined): encode_one in a stream, encode_batch
+// on one thread, encode_one alone.
 int wall_mode(const std::shared_ptr<Vocab>& vocab_tokens, const std::vector<std::string>& docs,
               const char* sizes) {
   std::string all;
@@ -113,7 +114,7 @@ int wall_mode(const std::shared_ptr<Vocab>& vocab_tokens, const std::vector<std:
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: %s TOKENS DOCS MB batch|one\n", argv[0]);
+    std::fprintf(stderr, "usage: %s TOKENS DOCS MB batch|one|wall [SIZES]\n", argv[0]);
     return 2;
   }
   const auto vocab = load_tokens_file(argv[1]);
