@@ -13,9 +13,14 @@ Run on the GPU machine: ``python bench/bench_crossover.py --out DIR``.
 3. Check: ``gpt2(device="cuda", cpu_below_bytes=..., bytes_per_row=...)`` with the fitted
    rule, and ``gpt2()`` as built, timed again beside both paths on the same grid, and on single texts and batches up to
    ``--envelope-mb``; and what building ``encode()``'s list costs per token.
+4. Streams: calls of 8 KB .. 1 MB over 1 .. 64 texts, each path timed in bursts of calls back
+   to back (a stream, whose CPU pool stays awake), the paths' bursts in turn; the fitted
+   ``stream_below_bytes`` (CPU in a stream while B + R * bytes_per_row is below it, with the
+   built-in bytes_per_row), and ``gpt2()`` as built timed the same way.
 
 The rule's constants live in backend_src/csrc/tokenizer.cpp (kCpuBelowBytes,
-kBytesPerRow); copy the fitted ones there with this run's date, device and command.
+kBytesPerRow, kStreamBelowBytes); copy the fitted ones there with this run's date, device and
+command. ``--stream-only``: step 4 alone.
 Writes DIR/crossover.json and prints a short table last.
 """
 
@@ -72,14 +77,18 @@ def corpus_text(limit_chars: int) -> str:
 
 
 def make_calls(text: str, nbytes: int, rows: int, cuts: int = CUTS) -> list[list[str]]:
-    """`cuts` calls of `rows` texts of about nbytes / rows bytes each, from different places."""
+    """`cuts` calls of `rows` texts of nbytes // rows bytes each (to 3 bytes: whole UTF-8
+    characters), from different places. Until 2026-11-29 texts were cut by characters, so a
+    point's calls differed up to 1.5x in bytes (multilingual text) under one label, and a
+    stream's timings of 12-18 KB mixed the CPU path's one-thread and split calls."""
     per = max(1, nbytes // rows)
     span = per * rows
     step = max(span, (len(text) - span) // cuts)
-    return [
-        [text[c * step + i * per : c * step + (i + 1) * per] for i in range(rows)]
-        for c in range(cuts)
-    ]
+
+    def cut(start: int) -> str:
+        return text[start : start + per].encode()[:per].decode(errors="ignore")
+
+    return [[cut(c * step + i * per) for i in range(rows)] for c in range(cuts)]
 
 
 def timed(fns: dict, calls, budget_s: float, min_runs: int = 5, max_runs: int = 400) -> dict:
@@ -213,6 +222,108 @@ def list_cost(text: str, tok, tokens_wanted=(131072, 1048576)) -> list[dict]:
     return out
 
 
+STREAM_BYTES = [8 << 10, 12 << 10, 16 << 10, 24 << 10, 32 << 10, 48 << 10, 64 << 10, 96 << 10]
+STREAM_BYTES += [128 << 10, 192 << 10, 256 << 10, 384 << 10, 512 << 10, 1 << 20]
+STREAM_ROWS = [1, 4, 16, 64]
+
+
+def timed_stream(fns: dict, calls, rounds: int = 7, burst: int = 12) -> dict:
+    """{name: median seconds a call} in streams: each round runs every function `burst` times
+    back to back (the calls taken in turn), the functions' bursts one after another; a burst's
+    first call (which may find the CPU pool asleep) is not counted."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for r in range(rounds + 1):
+        for name, fn in fns.items():
+            stamps = [time.perf_counter()]
+            for k in range(burst):
+                fn(calls[(r + k) % len(calls)])
+                stamps.append(time.perf_counter())
+            if r:  # round 0 warms every path
+                times[name] += [b - a for a, b in zip(stamps[1:-1], stamps[2:], strict=True)]
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def measure_stream(text: str, toks: dict) -> list[dict]:
+    points = []
+    for nbytes in STREAM_BYTES:
+        for rows in STREAM_ROWS:
+            calls = make_calls(text, nbytes, rows)
+            p = {"bytes": sum(len(t.encode()) for t in calls[0]), "rows": rows, "api": "stream"}
+            api = "one" if rows == 1 else "batch"
+            p.update(timed_stream({n: api_calls(t)[api] for n, t in toks.items()}, calls))
+            points.append(p)
+            log(
+                f"stream {p['bytes']:>9} B x {rows:>3} "
+                + " ".join(f"{n} {p[n] * 1e6:9.1f} us" for n in toks)
+            )
+    return points
+
+
+def concurrent_streams(text: str, toks: dict, threads=(2, 4), sizes=(32 << 10, 128 << 10)):
+    """Several threads each calling one text back to back on one tokenizer (where the stream
+    rule lets one call at a time take the CPU): wall microseconds a call, all threads' calls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    out = []
+    for nbytes in sizes:
+        calls = make_calls(text, nbytes, 1)
+        for n in threads:
+            row = {"bytes": nbytes, "threads": n}
+            per_thread = 150
+            for name, tok in toks.items():
+
+                def work(k, tok=tok, calls=calls, m=per_thread):
+                    for i in range(m):
+                        tok.encode_to_numpy(calls[(k + i) % len(calls)][0])
+
+                with ThreadPoolExecutor(n) as ex:
+                    list(ex.map(work, range(n)))  # warm
+                    t0 = time.perf_counter()
+                    list(ex.map(work, range(n)))
+                    row[name] = (time.perf_counter() - t0) / (n * per_thread)
+            out.append(row)
+            log(
+                f"{n} threads, {nbytes} B: "
+                + " ".join(f"{k} {row[k] * 1e6:7.1f} us" for k in toks)
+                + " a call"
+            )
+    return out
+
+
+def fit_stream(points, per_row: int) -> dict:
+    """The stream_below_bytes of least worst, then least mean, slowdown in streams."""
+    belows = sorted({int(8192 * 2 ** (k / 16)) for k in range(0, 129)})  # 8 KB .. 2 MB
+    scored = []
+    for b in belows:
+        s = slowdowns(points, b, per_row)
+        scored.append((round(max(s), 2), round(statistics.fmean(s), 3), b))
+    scored.sort()
+    best = [x for x in scored if x[:2] == scored[0][:2]]
+    worst, mean, below = best[len(best) // 2]
+    return {"stream_below_bytes": below, "bytes_per_row": per_row, "worst": worst, "mean": mean}
+
+
+def stream_main(args, meta, out: Path) -> None:
+    cpu, gpu = gputok.gpt2(device="cpu"), gputok.gpt2(device="cuda")
+    toks = {"cpu": cpu, "gpu": gpu, "auto_default": gputok.gpt2()}
+    text = corpus_text(8 << 20)
+    points = measure_stream(text, toks)
+    rule = fit_stream(points, meta["built_in_rule"][1])
+    threads = concurrent_streams(text, toks)
+    w, p = worst_of(points, "auto_default")
+    lines = [
+        f"stream crossover {meta['date']} on {meta['device']}, {meta['cpus']} host CPUs",
+        f"fitted: CPU in a stream while bytes + rows * {rule['bytes_per_row']} < "
+        f"{rule['stream_below_bytes']} (worst {rule['worst']:.3f}x, mean {rule['mean']:.4f}x)",
+        f"built-in rule: {meta['built_in_rule']}",
+        f"auto_default stream worst {w:.3f}x of the faster path at {p['bytes']} B x {p['rows']}",
+    ]
+    result = {"meta": meta, "rule": rule, "stream": points, "threads": threads}
+    (out / "stream.json").write_text(json.dumps(result, indent=1))
+    (out / "stream.txt").write_text("\n".join(lines) + "\n")
+    log("\n".join(lines))
+
+
 def worst_of(points, name: str) -> tuple[float, dict]:
     """The worst ratio of tokenizer `name` against the faster of cpu and gpu, and its point."""
     worst = max(points, key=lambda p: p[name] / min(p["cpu"], p["gpu"]))
@@ -247,6 +358,7 @@ def main():
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "crossover"))
     ap.add_argument("--budget", type=float, default=0.1, help="seconds per point and path")
     ap.add_argument("--envelope-mb", type=float, default=64.0, help="0: no envelope")
+    ap.add_argument("--stream-only", action="store_true", help="step 4 (streams) alone")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -257,6 +369,9 @@ def main():
         "command": " ".join(["python"] + sys.argv),
         "built_in_rule": gputok.default_crossover(),
     }
+    if args.stream_only:
+        stream_main(args, meta, out)
+        return
     cpu, gpu = gputok.gpt2(device="cpu"), gputok.gpt2(device="cuda")
     auto_default = gputok.gpt2()
     text = corpus_text(max(8 << 20, int(args.envelope_mb * (1 << 20)) + (1 << 20)))
@@ -278,6 +393,7 @@ def main():
     text_summary = summary(meta, rule, grid2, env, lists)
     (out / "summary.txt").write_text(text_summary + "\n")
     log(text_summary)
+    stream_main(args, meta, out)
 
 
 if __name__ == "__main__":

@@ -93,10 +93,12 @@ inline EncodeArgs to_args(std::vector<int32_t> allowed, std::vector<int32_t> dis
                     parse_utf8_policy(errors), num_threads};
 }
 
+// None for all three: the device's default rule; else the unset ones are 0.
 inline std::optional<Crossover> to_crossover(std::optional<int64_t> below,
-                                             std::optional<int64_t> per_row) {
-  if (!below && !per_row) return std::nullopt;
-  return Crossover::checked(below.value_or(0), per_row.value_or(0));
+                                             std::optional<int64_t> per_row,
+                                             std::optional<int64_t> stream_below) {
+  if (!below && !per_row && !stream_below) return std::nullopt;
+  return Crossover::checked(below.value_or(0), per_row.value_or(0), stream_below.value_or(0));
 }
 
 }  // namespace gputok::bind

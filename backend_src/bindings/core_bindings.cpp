@@ -35,7 +35,7 @@ class Core {
   Core(std::shared_ptr<const Vocab> vocab, const std::string& device, const std::string& algorithm,
        int device_id, size_t pool_limit, bool gpu_pretokenize, bool blocking_sync, int copy_threads,
        std::optional<int64_t> cpu_below_bytes, std::optional<int64_t> bytes_per_row,
-       const GpuTuning& tuning, size_t gpu_cache_bytes)
+       std::optional<int64_t> stream_below_bytes, const GpuTuning& tuning, size_t gpu_cache_bytes)
       : ints_(bind::IdList::at_least(vocab->n_vocab())) {
     TokenizerOptions o;
     o.gpu_tuning = tuning;
@@ -47,7 +47,7 @@ class Core {
     o.gpu.blocking_sync = blocking_sync;
     o.gpu.copy_threads = copy_threads;
     o.gpu.learned_cache_bytes = gpu_cache_bytes;
-    if (auto c = to_crossover(cpu_below_bytes, bytes_per_row)) {
+    if (auto c = to_crossover(cpu_below_bytes, bytes_per_row, stream_below_bytes)) {
       o.crossover = *c;
       o.crossover_given = true;
     }
@@ -167,12 +167,12 @@ class Core {
     return d;
   }
 
-  void set_crossover(int64_t below, int64_t per_row) {
-    tok_->set_crossover(Crossover::checked(below, per_row));
+  void set_crossover(int64_t below, int64_t per_row, int64_t stream_below) {
+    tok_->set_crossover(Crossover::checked(below, per_row, stream_below));
   }
   py::tuple crossover() const {
     const Crossover c = tok_->crossover();
-    return py::make_tuple(c.cpu_below_bytes, c.bytes_per_row);
+    return py::make_tuple(c.cpu_below_bytes, c.bytes_per_row, c.stream_below_bytes);
   }
 
   void set_piece_cache_bytes(size_t bytes) { tok_->set_piece_cache_bytes(bytes); }
@@ -290,12 +290,12 @@ void bind_core(py::module_& m) {
   using Bytes = std::optional<int64_t>;
   py::class_<Core>(m, "Core")
       .def(py::init<std::shared_ptr<const Vocab>, const std::string&, const std::string&, int,
-                    size_t, bool, bool, int, Bytes, Bytes, const GpuTuning&, size_t>(),
+                    size_t, bool, bool, int, Bytes, Bytes, Bytes, const GpuTuning&, size_t>(),
            py::arg("vocab"), py::arg("device") = "cpu", py::arg("algorithm") = "per_word",
            py::arg("device_id") = 0, py::arg("pool_limit") = 0, py::arg("gpu_pretokenize") = true,
            py::arg("blocking_sync") = false, py::arg("copy_threads") = 0,
            py::arg("cpu_below_bytes") = py::none(), py::arg("bytes_per_row") = py::none(),
-           py::arg("tuning") = GpuTuning(),
+           py::arg("stream_below_bytes") = py::none(), py::arg("tuning") = GpuTuning(),
            py::arg("gpu_cache_bytes") = GpuOptions{}.learned_cache_bytes)
       .def_property_readonly("gpu_tuning",
                              [](const Core& c) {
@@ -329,7 +329,7 @@ void bind_core(py::module_& m) {
       .def("set_pool_limit", [](Core& c, size_t bytes) { c.tok().set_pool_limit(bytes); })
       .def("set_gpu_pretokenize", [](Core& c, bool on) { c.tok().set_gpu_pretokenize(on); })
       .def("set_crossover", &Core::set_crossover, py::arg("cpu_below_bytes"),
-           py::arg("bytes_per_row"))
+           py::arg("bytes_per_row"), py::arg("stream_below_bytes") = 0)
       .def_property_readonly("crossover", &Core::crossover)
       .def("routes_to_gpu", [](const Core& c, size_t bytes,
                                size_t rows) { return c.tok().routes_to_gpu(bytes, rows); })
@@ -349,10 +349,13 @@ void bind_core(py::module_& m) {
       },
       py::arg("ids"), py::arg("threads") = 0);
   m.def("ids_immortal", [] { return bind::IdList::at_least(0).immortal(); });
-  m.def("default_crossover", [] {
-    const Crossover c = default_crossover();
-    return py::make_tuple(c.cpu_below_bytes, c.bytes_per_row);
-  });
+  m.def(
+      "default_crossover",
+      [](size_t threads) {
+        const Crossover c = threads ? default_crossover(threads) : default_crossover();
+        return py::make_tuple(c.cpu_below_bytes, c.bytes_per_row, c.stream_below_bytes);
+      },
+      py::arg("threads") = 0);
 }
 
 }  // namespace gputok::bind

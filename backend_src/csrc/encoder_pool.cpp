@@ -11,8 +11,9 @@ namespace gputok {
 namespace {
 // A call of at least one_text_parallel_bytes(threads) is cut into about two parts per hardware
 // thread (at safe split points, none under kMinChunkBytes) and encoded on every core; from
-// kOneTextWarmBytes below that it is split only when the pool is awake (Encoder::CallSplit:
-// its last job or the last such call ended within the spin window, as in a stream of calls);
+// one_text_warm_bytes(threads) below that it is split only when the pool is awake
+// (Encoder::CallSplit: its last job or the last such call ended within the spin window, as in
+// a stream of calls);
 // smaller calls, and calls that find the pool busy, run on the calling thread. Waking the
 // pool costs ~100-200 us on a VM, so fewer threads need a longer call to gain: 16 KiB on 9
 // threads or more, 32 on 5-8, 64 on 3-4, 128 on 2. Measured:
@@ -24,10 +25,19 @@ namespace {
 //   the calling thread, 8 KB 24.1 against 21.2 (so not lower); alone (1 ms after the last
 //   call), 24 KB 55.8 against 86.1, 16 KB 51.0 against 48.9.
 constexpr size_t kOneTextParallelBytes = 16 * 1024;
-constexpr size_t kOneTextWarmBytes = 16 * 1024;
 size_t one_text_parallel_bytes(size_t threads) {
   if (threads > 8) return kOneTextParallelBytes;
   return 2 * kOneTextParallelBytes * std::max<size_t>(1, 8 / std::max<size_t>(1, threads));
+}
+// In a stream, 8 KiB and up on 9 or more hardware threads (16 KiB on fewer, unmeasured below).
+// H200 host, 16 cores, 2026-11-29 07:47 (`bench_encoder_ab.py --wall`, medians of 5 rounds),
+// in a stream, 16 KiB against 6 KiB: 8 KB 21.4 -> 20.3 us, 9.3 KB 24.1 -> 21.0, 10.2 KB 27.6 ->
+// 21.0, 12.3 KB 39.9 -> 20.8, 14.3 KB 38.0 -> 23.1; 6 KB 16.1 -> 17.9 (so not lower). Parts of
+// 1 KiB instead of 2: 8-10 KB 5-13% faster, 12-16 KB up to 10% slower (not taken).
+constexpr size_t kOneTextWarmBytes = 16 * 1024;
+constexpr size_t kOneTextWarmBytesWide = 8 * 1024;
+size_t one_text_warm_bytes(size_t threads) {
+  return threads > 8 ? kOneTextWarmBytesWide : kOneTextWarmBytes;
 }
 // Parts: about two per hardware thread, none under kMinChunkBytes. 16-core H100 host,
 // 2026-11-27, back to back (`2026-11-27-eve-h100.md` §7): 4 KiB against 8 KiB 0.76x the time
@@ -66,7 +76,7 @@ void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(si
 }
 
 Encoder::CallSplit::CallSplit(const Encoder* e, size_t bytes, size_t threads) {
-  if (threads <= 1 || bytes < kOneTextWarmBytes) return;
+  if (threads <= 1 || bytes < one_text_warm_bytes(threads)) return;
   bool split = bytes >= one_text_parallel_bytes(threads);
   if (!split) {  // mid-size: split when the pool is awake
     enc = e;

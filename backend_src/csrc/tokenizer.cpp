@@ -1,5 +1,8 @@
 #include "tokenizer.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "decode.h"
 
 namespace gputok {
@@ -15,22 +18,40 @@ namespace gputok {
 // Re-measure when either path changes.
 constexpr size_t kCpuBelowBytes = 14387;
 constexpr size_t kBytesPerRow = 12;
+// The stream rule (Crossover), measured by the same bench's stream step (calls back to back,
+// each path in bursts) on two H200 hosts (16 CPUs), 2026-11-29 07:43 and 07:48 UTC
+// (bench/results/2026-11-29-stream-h200.md). The CPU path, split across the cores from 16 KiB
+// with its pool awake, against the GPU, one text: 16 KB 26.9 / 43.9 us and 39.2 / 51.5, 64 KB
+// 53.5 / 66.3 and 85.2 / 75.6, 128 KB 97.9 / 117.4 and 119.9 / 120.0, 512 KB 379 / 367 and
+// 341 / 318; more texts move it toward the GPU. The two hosts' fits were 230195 and 40693;
+// 98304 is the least worst over both (CPU while bytes + 12 * texts < 98304: worst 1.20x of the
+// faster path on each, mean 1.027x and 1.021x over 56 points each, where the rule by size
+// alone was up to 1.69x and 1.31x, mean 1.15x and 1.03x).
+constexpr size_t kStreamBelowBytes = 98304;
+constexpr size_t kStreamHostThreads = 16;  // the measuring host's; fewer threads scale it down
 
-bool Crossover::use_cpu(size_t bytes, size_t rows) const {
-  // Saturating: a huge row count must not wrap the sum around to a small number.
-  if (bytes_per_row && rows > (SIZE_MAX - bytes) / bytes_per_row) return false;
-  return bytes + rows * bytes_per_row < cpu_below_bytes;
+size_t Crossover::weight(size_t bytes, size_t rows) const {
+  if (bytes_per_row && rows > (SIZE_MAX - bytes) / bytes_per_row) return SIZE_MAX;
+  return bytes + rows * bytes_per_row;
 }
 
-Crossover Crossover::checked(int64_t cpu_below_bytes, int64_t bytes_per_row) {
-  if (cpu_below_bytes < 0)
-    throw ArgumentError("cpu_below_bytes must be >= 0, got " + std::to_string(cpu_below_bytes));
-  if (bytes_per_row < 0)
-    throw ArgumentError("bytes_per_row must be >= 0, got " + std::to_string(bytes_per_row));
-  return Crossover{size_t(cpu_below_bytes), size_t(bytes_per_row)};
+Crossover Crossover::checked(int64_t cpu_below_bytes, int64_t bytes_per_row,
+                             int64_t stream_below_bytes) {
+  const auto need = [](int64_t v, const char* name) {
+    if (v < 0) throw ArgumentError(std::string(name) + " must be >= 0, got " + std::to_string(v));
+    return size_t(v);
+  };
+  return Crossover{need(cpu_below_bytes, "cpu_below_bytes"), need(bytes_per_row, "bytes_per_row"),
+                   need(stream_below_bytes, "stream_below_bytes")};
 }
 
-Crossover default_crossover() { return Crossover{kCpuBelowBytes, kBytesPerRow}; }
+// The split CPU path's time falls about as the cores rise, the GPU's does not: on fewer
+// threads than the measuring host's the stream rule keeps proportionally less on the CPU (and
+// none where that is under the alone rule's bytes).
+Crossover default_crossover(size_t threads) {
+  const size_t t = std::min(std::max<size_t>(threads, 1), kStreamHostThreads);
+  return Crossover{kCpuBelowBytes, kBytesPerRow, kStreamBelowBytes * t / kStreamHostThreads};
+}
 
 Utf8Policy parse_utf8_policy(const std::string& errors) {
   if (errors == "strict") return Utf8Policy::kStrict;
@@ -121,6 +142,47 @@ bool Tokenizer::routes_to_gpu(size_t bytes, size_t rows) const {
   return !automatic_ || made_.here();
 }
 
+namespace {
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+// One call's path: the GPU encoder or null (the CPU path). A call the stream rule may keep on
+// the CPU (Crossover::in_stream_range) counts itself in while it runs and stamps its end: it
+// takes the CPU path when it is the only such call running (the pool runs one call at a time;
+// a second would run on its own thread, several times slower than the GPU) and it starts
+// within the pool's spin window of the last one's end. Calls outside that range pay nothing
+// here; inside it, two atomics and two clock reads (~0.1 us) on calls of 20 us or more.
+class Tokenizer::Route {
+ public:
+  Route(const Tokenizer& t, size_t bytes, size_t rows) : gpu_(t.gpu_for(bytes, rows)) {
+    if (!gpu_) return;
+    const Crossover c = t.crossover();
+    if (!c.in_stream_range(bytes, rows)) return;
+    counted_ = &t;
+    const bool alone = t.stream_calls_.fetch_add(1, std::memory_order_acq_rel) == 0;
+    const int64_t window = int64_t(t.cpu_spin_us()) * 1000;
+    if (alone && window > 0 &&
+        steady_ns() - t.stream_end_ns_.load(std::memory_order_relaxed) < window)
+      gpu_ = nullptr;
+  }
+  ~Route() {
+    if (!counted_) return;
+    counted_->stream_end_ns_.store(steady_ns(), std::memory_order_relaxed);
+    counted_->stream_calls_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  Route(const Route&) = delete;
+  Route& operator=(const Route&) = delete;
+  GpuEncoder* gpu() const { return gpu_; }
+
+ private:
+  GpuEncoder* gpu_;
+  const Tokenizer* counted_ = nullptr;
+};
+
 // One fork check a GPU call: routes_to_gpu asks it of a device "auto" tokenizer (false in a
 // forked child: the CPU path), and here of a device "cuda" one.
 GpuEncoder* Tokenizer::gpu_for(size_t bytes, size_t rows) const {
@@ -135,7 +197,8 @@ GpuEncoder* Tokenizer::gpu_for(size_t bytes, size_t rows) const {
 
 Crossover Tokenizer::crossover() const {
   return Crossover{cpu_below_bytes_.load(std::memory_order_relaxed),
-                   bytes_per_row_.load(std::memory_order_relaxed)};
+                   bytes_per_row_.load(std::memory_order_relaxed),
+                   stream_below_bytes_.load(std::memory_order_relaxed)};
 }
 
 void Tokenizer::set_crossover(Crossover c) {
@@ -146,10 +209,12 @@ void Tokenizer::set_crossover(Crossover c) {
 void Tokenizer::store(Crossover c) {
   cpu_below_bytes_.store(c.cpu_below_bytes, std::memory_order_relaxed);
   bytes_per_row_.store(c.bytes_per_row, std::memory_order_relaxed);
+  stream_below_bytes_.store(c.stream_below_bytes, std::memory_order_relaxed);
 }
 
 EncodeResult Tokenizer::encode(const std::vector<TextInput>& texts, const EncodeArgs& args) const {
-  if (GpuEncoder* gpu = gpu_for(total_bytes(texts), texts.size()))
+  const Route route(*this, total_bytes(texts), texts.size());
+  if (GpuEncoder* gpu = route.gpu())
     return encoder_.encode_batch_gpu(*gpu, algorithm_, texts, args.policy, args.utf8);
   return encoder_.encode_batch(texts, args.policy, args.utf8, args.num_threads);
 }
@@ -159,14 +224,15 @@ PackedResult Tokenizer::encode_packed(const std::vector<TextInput>& texts, const
   if (separator && (*separator < 0 || *separator > 0xFFFF))
     throw ArgumentError("separator must be in 0..65535 (a uint16 id), got " +
                         std::to_string(*separator));
-  GpuEncoder* gpu = gpu_for(total_bytes(texts), texts.size());
-  return encoder_.encode_batch_packed(gpu, algorithm_, texts, args.policy, args.utf8,
+  const Route route(*this, total_bytes(texts), texts.size());
+  return encoder_.encode_batch_packed(route.gpu(), algorithm_, texts, args.policy, args.utf8,
                                       separator ? int32_t(*separator) : -1, args.num_threads);
 }
 
 void Tokenizer::encode_one(const TextInput& text, const EncodeArgs& args, IdVector& out) const {
   out.clear();
-  if (GpuEncoder* gpu = gpu_for(text.bytes.size(), 1))
+  const Route route(*this, text.bytes.size(), 1);
+  if (GpuEncoder* gpu = route.gpu())
     out = encoder_.encode_batch_gpu(*gpu, algorithm_, {text}, args.policy, args.utf8).ids;
   else
     encoder_.encode_one(text, args.policy, args.utf8, out);

@@ -41,16 +41,32 @@ enum class Device { kCpu, kCuda };
 // on the H100 host) that a small call's CPU time stays under; each text costs the CPU path
 // more than it costs the GPU (bytes_per_row: that difference in bytes of CPU work), so the
 // more texts, the fewer bytes stay on the CPU. cpu_below_bytes 0: always the GPU.
+//
+// In a stream of calls the CPU path is faster further up: a call that starts within the CPU
+// pool's spin window of the last such call's end, with no other such call of this tokenizer
+// running, finds the pool's threads awake and cuts its text across every core. Such a call
+// also stays on the CPU while bytes + rows * bytes_per_row < stream_below_bytes (0 or any
+// value <= cpu_below_bytes: no stream rule). tokenizer.cpp gives the measurement.
 struct Crossover {
   size_t cpu_below_bytes = 0;
   size_t bytes_per_row = 0;
-  bool use_cpu(size_t bytes, size_t rows) const;
+  size_t stream_below_bytes = 0;
+  bool use_cpu(size_t bytes, size_t rows) const { return weight(bytes, rows) < cpu_below_bytes; }
+  // A call the stream rule may keep on the CPU (the alone rule sends it to the GPU).
+  bool in_stream_range(size_t bytes, size_t rows) const {
+    const size_t w = weight(bytes, rows);
+    return w >= cpu_below_bytes && w < stream_below_bytes;
+  }
+  // bytes + rows * bytes_per_row, saturating: a huge row count must not wrap to a small sum.
+  size_t weight(size_t bytes, size_t rows) const;
   // From Python's ints: throws ArgumentError for a negative one.
-  static Crossover checked(int64_t cpu_below_bytes, int64_t bytes_per_row);
+  static Crossover checked(int64_t cpu_below_bytes, int64_t bytes_per_row,
+                           int64_t stream_below_bytes = 0);
 };
 
-// The measured default (bench/bench_crossover.py; tokenizer.cpp says where and when).
-Crossover default_crossover();
+// The measured default (bench/bench_crossover.py; tokenizer.cpp says where and when), its
+// stream rule scaled to `threads` hardware threads (the measuring host had 16).
+Crossover default_crossover(size_t threads = hardware_threads());
 
 struct TokenizerOptions {
   std::string device = "cpu";  // "auto" (the GPU when usable), "cpu" or "cuda"
@@ -113,6 +129,7 @@ class Tokenizer {
   // fork(): in a process forked from the one that built the GPU encoder (a PyTorch DataLoader
   // worker, a multiprocessing "fork" pool), a device "auto" tokenizer runs every call on the
   // CPU path (false here), and a device "cuda" one refuses each GPU call (CudaUnavailable).
+  // The path of a call that comes alone: the stream rule (Crossover) is decided per call.
   bool routes_to_gpu(size_t bytes, size_t rows) const;
   Crossover crossover() const;
   void set_crossover(Crossover c);    // GPU tokenizers only
@@ -128,6 +145,7 @@ class Tokenizer {
 
  private:
   GpuEncoder& need_gpu(const char* what) const;
+  class Route;
   // The GPU encoder for a call routes_to_gpu sends there, or null for the CPU path; throws
   // CudaUnavailable in a forked child of a device "cuda" tokenizer.
   GpuEncoder* gpu_for(size_t bytes, size_t rows) const;
@@ -140,7 +158,10 @@ class Tokenizer {
   ProcessStamp made_;       // the process that built this tokenizer, and so gpu_
   // Read on every call, written by set_crossover from any thread: two relaxed atomics (a call
   // racing a setter sees the old rule or the new one, either of which gives the same ids).
-  std::atomic<size_t> cpu_below_bytes_{0}, bytes_per_row_{0};
+  std::atomic<size_t> cpu_below_bytes_{0}, bytes_per_row_{0}, stream_below_bytes_{0};
+  // The stream rule's state (Route): calls in its range now running, and when the last ended.
+  mutable std::atomic<int> stream_calls_{0};
+  mutable std::atomic<int64_t> stream_end_ns_{0};
 };
 
 }  // namespace gputok

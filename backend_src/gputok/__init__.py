@@ -102,7 +102,8 @@ def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokeni
     piece_cache_bytes (the CPU path's pretoken cache, shared by calls and threads: 64 MiB by
     default, 0: off), gpu_cache_bytes (the GPU's learned cache of merged pieces: 64 MiB by
     default, 0: off), cpu_spin_us (how long idle CPU pool threads watch for the next call
-    before sleeping: 50 by default, 0: never spin), cpu_below_bytes and bytes_per_row (the CPU/GPU crossover; Tokenizer says
+    before sleeping: 50 by default, 0: never spin), cpu_below_bytes, bytes_per_row and
+    stream_below_bytes (the CPU/GPU crossover; Tokenizer says
     how).
     """
     _start_device(device, options)

@@ -28,12 +28,12 @@ def cuda_available() -> tuple[bool, str]:
     return bool(ok), str(why)
 
 
-def default_crossover() -> tuple[int, int]:
-    """(cpu_below_bytes, bytes_per_row) of device="auto": a call of B bytes over R texts
-    runs on the CPU path while B + R * bytes_per_row < cpu_below_bytes, else on the GPU.
-    Measured by bench/bench_crossover.py (docs/api.md gives the figures)."""
-    below, per_row = _core.default_crossover()
-    return int(below), int(per_row)
+def default_crossover() -> tuple[int, int, int]:
+    """(cpu_below_bytes, bytes_per_row, stream_below_bytes) of device="auto" (Tokenizer says
+    how they apply), measured by bench/bench_crossover.py on 16-core hosts (docs/api.md); the
+    stream term is scaled down on fewer hardware threads."""
+    below, per_row, stream = _core.default_crossover()
+    return int(below), int(per_row), int(stream)
 
 
 class Tokenizer(EncodingAPI):
@@ -45,7 +45,9 @@ class Tokenizer(EncodingAPI):
     one Tokenizer run at once, each on a stream of its own).
 
     On a GPU tokenizer each call picks its path: the CPU while its bytes are below
-    ``cpu_below_bytes - rows * bytes_per_row``, the GPU from there (same ids either way).
+    ``cpu_below_bytes - rows * bytes_per_row``, the GPU from there (same ids either way); in a
+    stream (a call starting within the CPU pool's spin window of the last one's end, none other
+    running: its pool is awake) the CPU up to ``stream_below_bytes`` instead.
     Unset, the rule is ``default_crossover()`` for device="auto" and "always the GPU" for
     device="cuda"; ``set_cpu_below_bytes`` changes it later.
 
@@ -73,6 +75,7 @@ class Tokenizer(EncodingAPI):
         cpu_spin_us: int | None = None,
         cpu_below_bytes: int | None = None,
         bytes_per_row: int | None = None,
+        stream_below_bytes: int | None = None,
         gpu_tuning: _core.GpuTuning | None = None,
     ):
         self.name = name
@@ -93,6 +96,7 @@ class Tokenizer(EncodingAPI):
             int(copy_threads),
             cpu_below_bytes,
             bytes_per_row,
+            stream_below_bytes,
             tuning=gpu_tuning if gpu_tuning is not None else _core.GpuTuning(),
             **gpu_cache,
         )
@@ -429,22 +433,22 @@ class Tokenizer(EncodingAPI):
         self._core.set_pool_limit(int(nbytes))
         self._changed["pool_limit"] = (int(nbytes),)
 
-    def set_cpu_below_bytes(self, nbytes: int, per_row: int = 0) -> None:
+    def set_cpu_below_bytes(self, nbytes: int, per_row: int = 0, stream_below: int = 0) -> None:
         """On a GPU tokenizer, calls whose bytes of text plus ``rows * per_row`` are fewer than
-        ``nbytes`` take the CPU path (same ids). ``set_cpu_below_bytes(0)``: always the GPU;
-        ``set_cpu_below_bytes(*gputok.default_crossover())``: device="auto"'s measured rule.
-        On a CPU tokenizer it raises ValueError (there is no GPU path to choose)."""
-        self._core.set_crossover(int(nbytes), int(per_row))
-        self._changed["cpu_below_bytes"] = (int(nbytes), int(per_row))
+        ``nbytes`` (``stream_below`` in a stream) take the CPU path (same ids); ``(0)``: always
+        the GPU; ``(*gputok.default_crossover())``: device="auto"'s rule. A CPU tokenizer
+        raises ValueError (there is no GPU path to choose)."""
+        self._core.set_crossover(int(nbytes), int(per_row), int(stream_below))
+        self._changed["cpu_below_bytes"] = (int(nbytes), int(per_row), int(stream_below))
 
     @property
-    def crossover(self) -> tuple[int, int]:
-        """(cpu_below_bytes, bytes_per_row): the rule each call's path is chosen by."""
-        below, per_row = self._core.crossover
-        return int(below), int(per_row)
+    def crossover(self) -> tuple[int, int, int]:
+        """(cpu_below_bytes, bytes_per_row, stream_below_bytes): the rule in force."""
+        below, per_row, stream = self._core.crossover
+        return int(below), int(per_row), int(stream)
 
     def path_for(self, nbytes: int, rows: int = 1) -> str:
-        """ "cuda" or "cpu": the path a call of ``nbytes`` bytes over ``rows`` texts takes."""
+        """ "cuda" or "cpu": the path of a call of ``nbytes`` bytes over ``rows`` texts, alone."""
         return "cuda" if self._core.routes_to_gpu(int(nbytes), int(rows)) else "cpu"
 
     def set_gpu_pretokenize(self, on: bool) -> None:
@@ -462,11 +466,8 @@ def _gpu_cache_bytes(nbytes) -> dict:
     to 16 GiB of device memory."""
     if nbytes is None:
         return {}
-    if (
-        isinstance(nbytes, bool)
-        or not isinstance(nbytes, int)
-        or not (nbytes == 0 or 1 << 16 <= nbytes <= 1 << 34)
-    ):
+    ok = isinstance(nbytes, int) and not isinstance(nbytes, bool)
+    if not ok or not (nbytes == 0 or 1 << 16 <= nbytes <= 1 << 34):
         raise ValueError(
             f"gpu_cache_bytes must be 0 (no cache) or an int from 65536 to 2**34, got {nbytes!r}"
         )

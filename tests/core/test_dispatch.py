@@ -3,6 +3,8 @@ outputs that cost nothing to build (encode_to_numpy, encode()'s list from the in
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -40,8 +42,9 @@ def test_rule_saturates_instead_of_wrapping():
 def test_default_rule_is_autos_and_cuda_is_always_gpu_unless_told():
     assert gputok.default_crossover()[0] > 0
     assert gputok.gpt2().crossover == gputok.default_crossover()
-    assert gputok.gpt2(device="cpu", cpu_below_bytes=10).crossover == (10, 0)
-    assert gputok.gpt2(device="cpu", bytes_per_row=7).crossover == (0, 7)
+    assert gputok.gpt2(device="cpu", cpu_below_bytes=10).crossover == (10, 0, 0)
+    assert gputok.gpt2(device="cpu", bytes_per_row=7).crossover == (0, 7, 0)
+    assert gputok.gpt2(device="cpu", stream_below_bytes=9).crossover == (0, 0, 9)
 
 
 def test_bad_rule_values_raise_value_error():
@@ -49,6 +52,8 @@ def test_bad_rule_values_raise_value_error():
         gputok.gpt2(device="cpu", cpu_below_bytes=-1)
     with pytest.raises(ValueError, match="bytes_per_row must be >= 0"):
         gputok.gpt2(device="cpu", bytes_per_row=-5)
+    with pytest.raises(ValueError, match="stream_below_bytes must be >= 0"):
+        gputok.gpt2(device="cpu", stream_below_bytes=-5)
 
 
 def test_cpu_tokenizer_never_routes_to_gpu():
@@ -59,7 +64,7 @@ def test_cpu_tokenizer_never_routes_to_gpu():
 @gpu
 def test_gpu_routing_follows_injected_constants():
     tok = gputok.gpt2(device="cuda", cpu_below_bytes=1000, bytes_per_row=100)
-    assert tok.crossover == (1000, 100)
+    assert tok.crossover == (1000, 100, 0)
     # One row counts 100 bytes: 899 stay on the CPU; ten rows leave no bytes to it.
     assert tok.path_for(899) == "cpu" and tok.path_for(900) == "cuda"
     assert tok.path_for(99, 9) == "cpu" and tok.path_for(0, 10) == "cuda"
@@ -94,10 +99,46 @@ def test_explicit_overrides_are_honoured():
     auto = gputok.gpt2()  # the default rule: a tiny text stays on the CPU
     assert _launches(auto, lambda: auto.encode(tiny))[0] == 0
     auto.set_cpu_below_bytes(0)  # told otherwise: the GPU for everything
-    assert auto.crossover == (0, 0)
+    assert auto.crossover == (0, 0, 0)
     assert _launches(auto, lambda: auto.encode(tiny))[0] > 0
     auto.set_cpu_below_bytes(*gputok.default_crossover())
     assert _launches(auto, lambda: auto.encode(tiny))[0] == 0
+
+
+@gpu
+def test_stream_rule_keeps_back_to_back_calls_on_the_cpu(corpus):
+    """In the stream rule's range a call that comes alone takes the GPU, and one that starts
+    within the CPU pool's spin window of the last one's end takes the CPU; a call that raised
+    ends its count too (a leaked count would look like a concurrent call: the GPU for good)."""
+    text = "".join(corpus)[:40_000]
+    want = gputok.gpt2(device="cpu").encode(text)
+    assert len(want) > 1000
+    tok = gputok.gpt2(
+        device="cuda", cpu_below_bytes=1000, stream_below_bytes=1 << 20, cpu_spin_us=10_000
+    )
+    assert tok.crossover == (1000, 0, 1 << 20) and tok.path_for(len(text)) == "cuda"
+
+    def on_gpu(call) -> bool:
+        n, got = _launches(tok, call)
+        assert list(got) == want
+        return n > 0
+
+    for call in (
+        lambda: tok.encode_to_numpy(text),
+        lambda: tok.encode_batch_flat([text])[0],
+        lambda: tok.encode_batch_uint16([text])[0],
+    ):
+        time.sleep(0.05)  # past the spin window: alone
+        assert on_gpu(call)
+        assert not on_gpu(call) and not on_gpu(call)
+    with pytest.raises(ValueError):
+        tok.encode_to_numpy(text.encode() + b"\xff")  # strict UTF-8: raises inside the call
+    assert not on_gpu(lambda: tok.encode_to_numpy(text))
+    tok.set_cpu_spin_us(0)  # no spin window, no stream
+    assert on_gpu(lambda: tok.encode_to_numpy(text)) and on_gpu(lambda: tok.encode(text))
+    tok.set_cpu_spin_us(10_000)
+    tok.set_cpu_below_bytes(1000)  # no stream term
+    assert on_gpu(lambda: tok.encode_to_numpy(text)) and on_gpu(lambda: tok.encode(text))
 
 
 # ------------------------------------------------------------------ outputs

@@ -115,6 +115,46 @@ def test_a_stream_of_mid_size_batches_of_one_text_splits_too(ref, text):
         assert ids.tolist() == [i for w in wants for i in w]
 
 
+@pytest.mark.skipif(
+    (os.cpu_count() or 1) <= 8 or not os.path.isdir("/proc/self/task"),
+    reason="texts of 8-16 KiB are split in a stream on 9 or more hardware threads only",
+)
+def test_a_stream_of_8_to_16_kib_texts_splits_on_many_cores(ref, text):
+    """On 9 or more hardware threads a text of 8-16 KiB runs on the calling thread when it comes
+    alone and is split from the second call of a stream (2026-11-29: 12.3 KB 39.9 -> 20.8 us on
+    the H200's 16-core host); every call is exact."""
+    gputok = pytest.importorskip("gputok")
+    t = text[:9_000]
+    assert 8 * 1024 <= len(t.encode()) < 16 * 1024
+    want = ref.encode_ordinary(t)
+    assert len(want) > 1000
+    tok = gputok.gpt2(device="cpu", cpu_spin_us=10_000)  # a window no loaded host misses
+    before = _threads()
+    assert tok.encode_ordinary(t) == want
+    assert _threads() == before  # alone: not split, so no pool
+    for _ in range(20):
+        outs = [tok.encode_ordinary(t) for _ in range(3)]
+        assert all(out == want for out in outs)
+        if _threads() > before:
+            break
+    assert _threads() == before + (os.cpu_count() or 1) - 1  # split
+
+
+def test_texts_of_8_to_16_kib_in_a_stream_match_tiktoken(tok, ref, text):
+    """Texts of 8-16 KB from several offsets, three times back to back (split from the second
+    on 9 or more hardware threads, in parts of 2 KiB and up): tiktoken's ids every time."""
+    checked = 0
+    for start in (0, 3_333, 77_777):
+        for size in range(8_192, 16_384, 1_499):
+            t = text[start : start + size]
+            want = ref.encode_ordinary(t)
+            assert len(want) > 1000
+            outs = [tok.encode_ordinary(t) for _ in range(3)]
+            assert outs == [want] * 3, (start, size)
+            checked += 1
+    assert checked == 18
+
+
 def test_split_batches_at_many_sizes_and_offsets_match_tiktoken(tok, ref, text):
     """One or three texts of 16-140 KB in all, twice each (the second call in a stream, so
     split on every machine with more than one thread): tiktoken's ids and ends."""

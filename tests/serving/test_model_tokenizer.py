@@ -176,7 +176,7 @@ def test_pool_limit_reaches_gputok_on_cuda_only():
 
         @staticmethod
         def default_crossover():
-            return (8192, 32)
+            return (8192, 32, 65536)
 
     s = m.parse_settings({"pool_limit_bytes": {"string_value": "65536"}})
     m.load_tokenizer(FakeGputok, s, "", "cuda", device_id=1)
@@ -212,7 +212,7 @@ def test_cpu_below_bytes_setting():
 
         @staticmethod
         def default_crossover():
-            return (8192, 32)
+            return (8192, 32, 65536)
 
     off = m.parse_settings({"cpu_below_bytes": {"string_value": "0"}})
     m.load_tokenizer(FakeGputok, off, "", "cuda")

@@ -150,7 +150,11 @@ def load_tokenizer(gputok, s: TokenizerSettings, model_dir: str, device: str, de
         else:
             tok = gputok.load_tiktoken_file(files[0], **kw)
     if device == "cuda" and s.cpu_below_bytes is None:
-        tok.set_cpu_below_bytes(*gputok.default_crossover())
+        # The rule by size alone: the library's stream rule counts one process's calls, and
+        # Triton runs each instance in a process of its own, every one of them with a CPU pool
+        # on all the host's cores (docs/api.md).
+        below, per_row, _stream = gputok.default_crossover()
+        tok.set_cpu_below_bytes(below, per_row)
     elif device == "cuda" and s.cpu_below_bytes:
         tok.set_cpu_below_bytes(s.cpu_below_bytes)
     return tok
