@@ -92,8 +92,8 @@ def _start_device(device, options: dict) -> None:
 def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokenizer:
     """GPT-2's tokenizer (r50k_base) from the packaged, sha256-pinned ranks.
 
-    device: "auto" (the GPU when usable, each call on the faster path for its size: see
-    default_crossover), "cpu" or "cuda" (every call on the GPU; raises CudaUnavailableError
+    device: "auto" (the GPU when usable, each call on the faster path for its size and for a
+    stream of calls: see default_crossover), "cpu" or "cuda" (every call on the GPU; raises CudaUnavailableError
     where no GPU can be used). algorithm: the GPU merge method, one of
     ALGORITHMS. options: device_id, pool_limit_bytes, gpu_pretokenize, blocking_sync (GPU calls
     wait asleep instead of spinning: frees a core per waiting caller for a few microseconds
@@ -103,8 +103,7 @@ def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokeni
     default, 0: off), gpu_cache_bytes (the GPU's learned cache of merged pieces: 64 MiB by
     default, 0: off), cpu_spin_us (how long idle CPU pool threads watch for the next call
     before sleeping: 50 by default, 0: never spin), cpu_below_bytes, bytes_per_row and
-    stream_below_bytes (the CPU/GPU crossover; Tokenizer says
-    how).
+    stream_below_bytes (the CPU/GPU crossover; Tokenizer says how).
     """
     _start_device(device, options)
     tok = Tokenizer(
