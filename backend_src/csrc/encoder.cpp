@@ -190,7 +190,7 @@ void Encoder::encode_one(const TextInput& text, const SpecialPolicy& policy, Utf
   const size_t threads = hardware_threads();
   const size_t size = text.bytes.size();
   Prepared p;
-  const CallSplit split(this, size, threads);
+  const CallSplit split(this, size, threads, true);
   if (split.part) {
     p.chunk_bytes = split.part;
     prepare({text}, policy, utf8, p);
@@ -244,7 +244,7 @@ EncodeResult Encoder::encode_batch(const std::vector<TextInput>& texts, const Sp
   size_t bytes = 0;
   for (const TextInput& t : texts) bytes += t.bytes.size();
   const bool few_items = bytes < 2 * threads * kItemBytes;
-  const CallSplit split(this, few_items ? bytes : 0, threads);  // 0 bytes: never split
+  const CallSplit split(this, few_items ? bytes : 0, threads, false);  // 0 bytes: never split
   if (split.part) p.chunk_bytes = split.part;
   prepare(texts, policy, utf8, p);
   return encode_units(p, texts.size(), threads, split.part ? split.part : kItemBytes);

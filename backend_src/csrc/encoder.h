@@ -137,7 +137,8 @@ class Encoder {
   // mid-size call, ended within the spin window: a stream of calls), and stamps its own end
   // when this goes out of scope.
   struct CallSplit {
-    CallSplit(const Encoder* e, size_t bytes, size_t threads);
+    // one_text: a call of encode_one (a batch call's mid-size range starts higher).
+    CallSplit(const Encoder* e, size_t bytes, size_t threads, bool one_text);
     ~CallSplit();
     const Encoder* enc = nullptr;  // set for a mid-size call
     size_t part = 0;

@@ -29,15 +29,19 @@ size_t one_text_parallel_bytes(size_t threads) {
   if (threads > 8) return kOneTextParallelBytes;
   return 2 * kOneTextParallelBytes * std::max<size_t>(1, 8 / std::max<size_t>(1, threads));
 }
-// In a stream, 8 KiB and up on 9 or more hardware threads (16 KiB on fewer, unmeasured below).
-// H200 host, 16 cores, 2026-11-29 07:47 (`bench_encoder_ab.py --wall`, medians of 5 rounds),
-// in a stream, 16 KiB against 6 KiB: 8 KB 21.4 -> 20.3 us, 9.3 KB 24.1 -> 21.0, 10.2 KB 27.6 ->
-// 21.0, 12.3 KB 39.9 -> 20.8, 14.3 KB 38.0 -> 23.1; 6 KB 16.1 -> 17.9 (so not lower). Parts of
-// 1 KiB instead of 2: 8-10 KB 5-13% faster, 12-16 KB up to 10% slower (not taken).
+// In a stream, one text (encode_one) from 8 KiB on 9 or more hardware threads; 16 KiB on
+// fewer (unmeasured below) and for a batch call. H200 host, 16 cores, 2026-11-29 07:47
+// (`bench_encoder_ab.py --wall`, medians of 5 rounds), in a stream, 16 KiB against 6 KiB: 8 KB
+// 21.4 -> 20.3 us, 9.3 KB 24.1 -> 21.0, 10.2 KB 27.6 -> 21.0, 12.3 KB 39.9 -> 20.8, 14.3 KB 38.0
+// -> 23.1; 6 KB 16.1 -> 17.9 (so not lower). Parts of 1 KiB instead of 2: 8-10 KB 5-13% faster,
+// 12-16 KB up to 10% slower (not taken). A batch call keeps 16 KiB: the served tokenizer makes
+// one per request from several instance processes, each with a pool on every core, and with
+// 8 KiB its 4K-token requests at concurrency 64 ran at 0.85x the gigatoken baseline against
+// 0.99x with 16 (H200, 08:35, `scripts/gpu_serve_bench.sh`, 2 instances; one pass each).
 constexpr size_t kOneTextWarmBytes = 16 * 1024;
 constexpr size_t kOneTextWarmBytesWide = 8 * 1024;
-size_t one_text_warm_bytes(size_t threads) {
-  return threads > 8 ? kOneTextWarmBytesWide : kOneTextWarmBytes;
+size_t one_text_warm_bytes(size_t threads, bool one_text) {
+  return one_text && threads > 8 ? kOneTextWarmBytesWide : kOneTextWarmBytes;
 }
 // Parts: about two per hardware thread, none under kMinChunkBytes. 16-core H100 host,
 // 2026-11-27, back to back (`2026-11-27-eve-h100.md` §7): 4 KiB against 8 KiB 0.76x the time
@@ -75,8 +79,8 @@ void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(si
   pool_job_end_ns_.store(now_ns(), std::memory_order_relaxed);
 }
 
-Encoder::CallSplit::CallSplit(const Encoder* e, size_t bytes, size_t threads) {
-  if (threads <= 1 || bytes < one_text_warm_bytes(threads)) return;
+Encoder::CallSplit::CallSplit(const Encoder* e, size_t bytes, size_t threads, bool one_text) {
+  if (threads <= 1 || bytes < one_text_warm_bytes(threads, one_text)) return;
   bool split = bytes >= one_text_parallel_bytes(threads);
   if (!split) {  // mid-size: split when the pool is awake
     enc = e;
