@@ -155,11 +155,14 @@ int64_t steady_ns() {
 // takes the CPU path when it is the only such call running (the pool runs one call at a time;
 // a second would run on its own thread, several times slower than the GPU) and it starts
 // within the pool's spin window of the last one's end. Calls outside that range pay nothing
-// here; inside it, two atomics and two clock reads (~0.1 us) on calls of 20 us or more.
+// here; inside it, two atomics and two clock reads (~0.1 us) on calls of 20 us or more. A call
+// told to use fewer CPU threads than the hardware has (num_threads) keeps the rule by size:
+// the stream rule was measured with every core.
 class Tokenizer::Route {
  public:
-  Route(const Tokenizer& t, size_t bytes, size_t rows) : gpu_(t.gpu_for(bytes, rows)) {
-    if (!gpu_) return;
+  Route(const Tokenizer& t, size_t bytes, size_t rows, int num_threads = 0)
+      : gpu_(t.gpu_for(bytes, rows)) {
+    if (!gpu_ || (num_threads > 0 && size_t(num_threads) < hardware_threads())) return;
     const Crossover c = t.crossover();
     if (!c.in_stream_range(bytes, rows)) return;
     counted_ = &t;
@@ -213,7 +216,7 @@ void Tokenizer::store(Crossover c) {
 }
 
 EncodeResult Tokenizer::encode(const std::vector<TextInput>& texts, const EncodeArgs& args) const {
-  const Route route(*this, total_bytes(texts), texts.size());
+  const Route route(*this, total_bytes(texts), texts.size(), args.num_threads);
   if (GpuEncoder* gpu = route.gpu())
     return encoder_.encode_batch_gpu(*gpu, algorithm_, texts, args.policy, args.utf8);
   return encoder_.encode_batch(texts, args.policy, args.utf8, args.num_threads);
@@ -224,7 +227,7 @@ PackedResult Tokenizer::encode_packed(const std::vector<TextInput>& texts, const
   if (separator && (*separator < 0 || *separator > 0xFFFF))
     throw ArgumentError("separator must be in 0..65535 (a uint16 id), got " +
                         std::to_string(*separator));
-  const Route route(*this, total_bytes(texts), texts.size());
+  const Route route(*this, total_bytes(texts), texts.size(), args.num_threads);
   return encoder_.encode_batch_packed(route.gpu(), algorithm_, texts, args.policy, args.utf8,
                                       separator ? int32_t(*separator) : -1, args.num_threads);
 }

@@ -134,6 +134,8 @@ def test_stream_rule_keeps_back_to_back_calls_on_the_cpu(corpus):
     with pytest.raises(ValueError):
         tok.encode_to_numpy(text.encode() + b"\xff")  # strict UTF-8: raises inside the call
     assert not on_gpu(lambda: tok.encode_to_numpy(text))
+    one_thread = lambda: tok.encode_batch_flat([text], num_threads=1)[0]  # noqa: E731
+    assert on_gpu(one_thread) and on_gpu(one_thread)  # fewer CPU threads: the rule by size
     tok.set_cpu_spin_us(0)  # no spin window, no stream
     assert on_gpu(lambda: tok.encode_to_numpy(text)) and on_gpu(lambda: tok.encode(text))
     tok.set_cpu_spin_us(10_000)
