@@ -9,7 +9,8 @@
 # (.gpucarry/gpu/_core*.so.xz, 3.7 -> 0.9 MB; unpacked here), without test_device_tables.
 # then run(command="bash scripts/gpu_serve_bench.sh") from a tree holding them.
 # PLAN_A runs before the streaming step, PLAN_B after it (each stops at its budget in s,
-# counted from its own start); TTFT_TIMEOUT=0 skips the streaming step.
+# counted from its own start); PLAN_B= (set, empty) skips PLAN_B, TTFT_TIMEOUT=0 the streaming
+# step. (Until 2026-11-29 an empty PLAN_B ran the default plan: `:-` took empty as unset.)
 # Results (at most 8 files come back from the device): $OUT/sb/serve_results.{json,jsonl},
 # $OUT/sb/raw-*.tar.gz (perf_analyzer CSVs, server logs, inputs), $OUT/ttft.json, build.log.
 # Every point is printed as a table row when measured: run it with `2>&1 | tee $OUT/console.log`.
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gputok_serve_bench}
 G="1,2,4,8,16,32,64,128"
 PLAN_A=${PLAN_A:-"iso:auto:0:4k,128:$G;batch:auto:0:4k,128:$G"}
-PLAN_B=${PLAN_B:-"iso:auto:0:4k,128:1,8,64:min;iso:cpu:0:4k,128:1,8,64;iso:auto:8:4k,128:64"}
+PLAN_B=${PLAN_B-"iso:auto:0:4k,128:1,8,64:min;iso:cpu:0:4k,128:1,8,64;iso:auto:8:4k,128:64"}
 WINDOW_MS=${WINDOW_MS:-500}
 mkdir -p "$OUT" /tmp/pt /tmp/pa
 t0=$(date +%s)
