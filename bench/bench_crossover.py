@@ -303,10 +303,8 @@ def fit_stream(points, per_row: int) -> dict:
     return {"stream_below_bytes": below, "bytes_per_row": per_row, "worst": worst, "mean": mean}
 
 
-def stream_main(args, meta, out: Path) -> None:
-    cpu, gpu = gputok.gpt2(device="cpu"), gputok.gpt2(device="cuda")
-    toks = {"cpu": cpu, "gpu": gpu, "auto_default": gputok.gpt2()}
-    text = corpus_text(8 << 20)
+def stream_main(meta, out: Path, toks: dict, text: str) -> None:
+    """Step 4 over `toks` ("cpu", "gpu", "auto_default"), written to DIR/stream.{json,txt}."""
     points = measure_stream(text, toks)
     rule = fit_stream(points, meta["built_in_rule"][1])
     threads = concurrent_streams(text, toks)
@@ -369,11 +367,13 @@ def main():
         "command": " ".join(["python"] + sys.argv),
         "built_in_rule": gputok.default_crossover(),
     }
-    if args.stream_only:
-        stream_main(args, meta, out)
-        return
     cpu, gpu = gputok.gpt2(device="cpu"), gputok.gpt2(device="cuda")
     auto_default = gputok.gpt2()
+    if args.stream_only:
+        stream_main(
+            meta, out, {"cpu": cpu, "gpu": gpu, "auto_default": auto_default}, corpus_text(8 << 20)
+        )
+        return
     text = corpus_text(max(8 << 20, int(args.envelope_mb * (1 << 20)) + (1 << 20)))
     grid = measure_grid(text, {"cpu": cpu, "gpu": gpu}, args.budget)
     rule = fit(grid)
@@ -393,7 +393,7 @@ def main():
     text_summary = summary(meta, rule, grid2, env, lists)
     (out / "summary.txt").write_text(text_summary + "\n")
     log(text_summary)
-    stream_main(args, meta, out)
+    stream_main(meta, out, {"cpu": cpu, "gpu": gpu, "auto_default": auto_default}, text[: 8 << 20])
 
 
 if __name__ == "__main__":

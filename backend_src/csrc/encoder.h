@@ -90,6 +90,12 @@ class Encoder {
   // (thread_pool.h; std::invalid_argument above kMaxSpinUs). Waits for a running call.
   void set_cpu_spin_us(unsigned us);
   unsigned cpu_spin_us() const;
+  // The clock of the stamps below (steady_clock, nanoseconds), and whether a call starting now
+  // is within the spin window of `stamp_ns` (false with no window): the pool's workers, if
+  // they last worked then, are still awake. The split of a mid-size call (CallSplit) and the
+  // tokenizer's stream rule both ask it.
+  static int64_t now_ns();
+  bool within_spin_window(int64_t stamp_ns) const;
 
   // CPU path. num_threads <= 0 means all hardware threads.
   EncodeResult encode_batch(const std::vector<TextInput>& texts, const SpecialPolicy& policy,

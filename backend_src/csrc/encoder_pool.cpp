@@ -13,8 +13,8 @@ namespace {
 // thread (at safe split points, none under kMinChunkBytes) and encoded on every core; from
 // one_text_warm_bytes(threads) below that it is split only when the pool is awake
 // (Encoder::CallSplit: its last job or the last such call ended within the spin window, as in
-// a stream of calls);
-// smaller calls, and calls that find the pool busy, run on the calling thread. Waking the
+// a stream of calls); smaller calls, and calls that find the pool busy, run on the calling
+// thread. Waking the
 // pool costs ~100-200 us on a VM, so fewer threads need a longer call to gain: 16 KiB on 9
 // threads or more, 32 on 5-8, 64 on 3-4, 128 on 2. Measured:
 // - 16-core H100 host, 2026-11-27, split/one thread, one text: 0.62-0.68x at 32 KB, 0.40-0.61x
@@ -49,12 +49,18 @@ size_t one_text_warm_bytes(size_t threads, bool one_text) {
 // host, 2026-11-29, with the lock-free pool: 2 KiB against 4 KiB 30.3-32.8 us against 37.4-39.7
 // at 32 KB, within 5% at 48-256 KB (with the old pool 2 KiB measured like 4).
 constexpr size_t kMinChunkBytes = 2 * 1024;
-int64_t now_ns() {
+}  // namespace
+
+int64_t Encoder::now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-}  // namespace
+
+bool Encoder::within_spin_window(int64_t stamp_ns) const {
+  const int64_t spin_ns = int64_t(spin_us_.load(std::memory_order_relaxed)) * 1000;
+  return spin_ns > 0 && now_ns() - stamp_ns < spin_ns;
+}
 
 void Encoder::run_parallel(size_t n, size_t threads, const std::function<void(size_t)>& fn) const {
   if (threads <= 1 || n <= 1) {
@@ -84,10 +90,8 @@ Encoder::CallSplit::CallSplit(const Encoder* e, size_t bytes, size_t threads, bo
   bool split = bytes >= one_text_parallel_bytes(threads);
   if (!split) {  // mid-size: split when the pool is awake
     enc = e;
-    const int64_t spin_ns = int64_t(e->spin_us_.load(std::memory_order_relaxed)) * 1000;
-    const int64_t last = std::max(e->pool_job_end_ns_.load(std::memory_order_relaxed),
-                                  e->one_text_end_ns_.load(std::memory_order_relaxed));
-    split = spin_ns > 0 && now_ns() - last < spin_ns;
+    split = e->within_spin_window(std::max(e->pool_job_end_ns_.load(std::memory_order_relaxed),
+                                           e->one_text_end_ns_.load(std::memory_order_relaxed)));
   }
   if (split) part = std::min(kChunkBytes, std::max(kMinChunkBytes, bytes / (2 * threads)));
 }

@@ -1,7 +1,6 @@
 #include "tokenizer.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "decode.h"
 
@@ -142,14 +141,6 @@ bool Tokenizer::routes_to_gpu(size_t bytes, size_t rows) const {
   return !automatic_ || made_.here();
 }
 
-namespace {
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
 // One call's path: the GPU encoder or null (the CPU path). A call the stream rule may keep on
 // the CPU (Crossover::in_stream_range) counts itself in while it runs and stamps its end: it
 // takes the CPU path when it is the only such call running (the pool runs one call at a time;
@@ -167,14 +158,12 @@ class Tokenizer::Route {
     if (!c.in_stream_range(bytes, rows)) return;
     counted_ = &t;
     const bool alone = t.stream_calls_.fetch_add(1, std::memory_order_acq_rel) == 0;
-    const int64_t window = int64_t(t.cpu_spin_us()) * 1000;
-    if (alone && window > 0 &&
-        steady_ns() - t.stream_end_ns_.load(std::memory_order_relaxed) < window)
+    if (alone && t.encoder_.within_spin_window(t.stream_end_ns_.load(std::memory_order_relaxed)))
       gpu_ = nullptr;
   }
   ~Route() {
     if (!counted_) return;
-    counted_->stream_end_ns_.store(steady_ns(), std::memory_order_relaxed);
+    counted_->stream_end_ns_.store(Encoder::now_ns(), std::memory_order_relaxed);
     counted_->stream_calls_.fetch_sub(1, std::memory_order_acq_rel);
   }
   Route(const Route&) = delete;

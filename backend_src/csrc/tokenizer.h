@@ -161,7 +161,7 @@ class Tokenizer {
   std::atomic<size_t> cpu_below_bytes_{0}, bytes_per_row_{0}, stream_below_bytes_{0};
   // The stream rule's state (Route): calls in its range now running, and when the last ended.
   mutable std::atomic<int> stream_calls_{0};
-  mutable std::atomic<int64_t> stream_end_ns_{0};
+  mutable std::atomic<int64_t> stream_end_ns_{INT64_MIN / 2};  // as Encoder's stamps
 };
 
 }  // namespace gputok

@@ -93,8 +93,8 @@ def gpt2(device: str = "auto", algorithm: str = "per_word", **options) -> Tokeni
     """GPT-2's tokenizer (r50k_base) from the packaged, sha256-pinned ranks.
 
     device: "auto" (the GPU when usable, each call on the faster path for its size and for a
-    stream of calls: see default_crossover), "cpu" or "cuda" (every call on the GPU; raises CudaUnavailableError
-    where no GPU can be used). algorithm: the GPU merge method, one of
+    stream of calls: see default_crossover), "cpu" or "cuda" (every call on the GPU; raises
+    CudaUnavailableError where no GPU can be used). algorithm: the GPU merge method, one of
     ALGORITHMS. options: device_id, pool_limit_bytes, gpu_pretokenize, blocking_sync (GPU calls
     wait asleep instead of spinning: frees a core per waiting caller for a few microseconds
     of latency; the corpus workers use it), copy_threads (host threads that copy a large GPU
