@@ -11,8 +11,11 @@ Run on the GPU machine: ``python bench/bench_crossover.py --out DIR``.
 2. Fit: the rule "CPU while B + R * bytes_per_row < cpu_below_bytes" whose worst slowdown
    against the faster path, over the grid, is least (then the mean slowdown).
 3. Check: ``gpt2(device="cuda", cpu_below_bytes=..., bytes_per_row=...)`` with the fitted
-   rule, and ``gpt2()`` as built, timed again beside both paths on the same grid, and on single texts and batches up to
-   ``--envelope-mb``; and what building ``encode()``'s list costs per token.
+   rule (auto_fit), the built-in rule given as arguments (auto_rule: nothing learned) and
+   ``gpt2()`` as built (auto_default: the built-in rule and the routes it learns near it),
+   timed again beside both paths on the same grid, and on single texts and batches up to
+   ``--envelope-mb``; and what building ``encode()``'s list costs per token. The JSON keeps
+   auto_default's learned buckets (``learned_routes``).
 4. Streams: calls of 8 KB .. 1 MB over 1 .. 64 texts, each path timed in bursts of calls back
    to back (a stream, whose CPU pool stays awake), the paths' bursts in turn; the fitted
    ``stream_below_bytes`` (CPU in a stream while B + R * bytes_per_row is below it, with the
@@ -304,19 +307,26 @@ def fit_stream(points, per_row: int) -> dict:
 
 
 def stream_main(meta, out: Path, toks: dict, text: str) -> None:
-    """Step 4 over `toks` ("cpu", "gpu", "auto_default"), written to DIR/stream.{json,txt}."""
+    """Step 4 over `toks` ("cpu", "gpu", "auto_rule", "auto_default"), written to
+    DIR/stream.{json,txt}."""
     points = measure_stream(text, toks)
     rule = fit_stream(points, meta["built_in_rule"][1])
     threads = concurrent_streams(text, toks)
-    w, p = worst_of(points, "auto_default")
     lines = [
         f"stream crossover {meta['date']} on {meta['device']}, {meta['cpus']} host CPUs",
         f"fitted: CPU in a stream while bytes + rows * {rule['bytes_per_row']} < "
         f"{rule['stream_below_bytes']} (worst {rule['worst']:.3f}x, mean {rule['mean']:.4f}x)",
         f"built-in rule: {meta['built_in_rule']}",
-        f"auto_default stream worst {w:.3f}x of the faster path at {p['bytes']} B x {p['rows']}",
     ]
+    for name in ("auto_rule", "auto_default"):
+        w, p = worst_of(points, name)
+        mean = statistics.fmean(q[name] / min(q["cpu"], q["gpu"]) for q in points)
+        lines.append(
+            f"{name:<12} stream worst {w:.3f}x of the faster path at {p['bytes']} B x "
+            f"{p['rows']}, mean {mean:.4f}x"
+        )
     result = {"meta": meta, "rule": rule, "stream": points, "threads": threads}
+    result["learned_routes"] = toks["auto_default"]._core.learned_routes()
     (out / "stream.json").write_text(json.dumps(result, indent=1))
     (out / "stream.txt").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
@@ -335,13 +345,14 @@ def summary(meta, rule, grid2, env, lists) -> str:
         f"{rule['cpu_below_bytes']} (grid worst {rule['worst']:.3f}x, mean {rule['mean']:.4f}x)",
         f"built-in rule: {meta['built_in_rule']}",
     ]
-    for name in ("auto_fit", "auto_default"):
+    for name in ("auto_fit", "auto_rule", "auto_default"):
         for label, pts in (("grid", grid2), ("envelope", env)):
             if pts:
                 w, p = worst_of(pts, name)
+                mean = statistics.fmean(q[name] / min(q["cpu"], q["gpu"]) for q in pts)
                 lines.append(
                     f"{name:<12} {label:<8} worst {w:.3f}x of the faster path at "
-                    f"{p['bytes']} B x {p['rows']} ({p['api']})"
+                    f"{p['bytes']} B x {p['rows']} ({p['api']}), mean {mean:.4f}x"
                 )
     for r in lists:
         lines.append(
@@ -368,11 +379,14 @@ def main():
         "built_in_rule": gputok.default_crossover(),
     }
     cpu, gpu = gputok.gpt2(device="cpu"), gputok.gpt2(device="cuda")
-    auto_default = gputok.gpt2()
+    auto_default = gputok.gpt2()  # the built-in rule, and the routes it learns near it
+    below, per_row, stream_below = gputok.default_crossover()
+    auto_rule = gputok.gpt2(  # the built-in rule as given: nothing learned
+        cpu_below_bytes=below, bytes_per_row=per_row, stream_below_bytes=stream_below
+    )
+    streamed = {"cpu": cpu, "gpu": gpu, "auto_rule": auto_rule, "auto_default": auto_default}
     if args.stream_only:
-        stream_main(
-            meta, out, {"cpu": cpu, "gpu": gpu, "auto_default": auto_default}, corpus_text(8 << 20)
-        )
+        stream_main(meta, out, streamed, corpus_text(8 << 20))
         return
     text = corpus_text(max(8 << 20, int(args.envelope_mb * (1 << 20)) + (1 << 20)))
     grid = measure_grid(text, {"cpu": cpu, "gpu": gpu}, args.budget)
@@ -383,17 +397,19 @@ def main():
         cpu_below_bytes=rule["cpu_below_bytes"],
         bytes_per_row=rule["bytes_per_row"],
     )
-    toks = {"cpu": cpu, "gpu": gpu, "auto_fit": auto_fit, "auto_default": auto_default}
+    toks = {"cpu": cpu, "gpu": gpu, "auto_fit": auto_fit, "auto_rule": auto_rule}
+    toks["auto_default"] = auto_default
     grid2 = measure_grid(text, toks, args.budget)
     env = envelope(text, toks, args.envelope_mb) if args.envelope_mb > 0 else []
     lists = list_cost(text, gpu)
     result = {"meta": meta, "rule": rule, "grid": grid, "check": grid2, "envelope": env}
     result["lists"] = lists
+    result["learned_routes"] = auto_default._core.learned_routes()
     (out / "crossover.json").write_text(json.dumps(result, indent=1))
     text_summary = summary(meta, rule, grid2, env, lists)
     (out / "summary.txt").write_text(text_summary + "\n")
     log(text_summary)
-    stream_main(meta, out, {"cpu": cpu, "gpu": gpu, "auto_default": auto_default}, text[: 8 << 20])
+    stream_main(meta, out, streamed, text[: 8 << 20])
 
 
 if __name__ == "__main__":

@@ -174,6 +174,22 @@ class Core {
     const Crossover c = tok_->crossover();
     return py::make_tuple(c.cpu_below_bytes, c.bytes_per_row, c.stream_below_bytes);
   }
+  // device "auto"'s learned routes (route_learner.h), one dict a bucket; empty when none.
+  py::list learned_routes() const {
+    py::list out;
+    for (const RouteLearner::BucketStats& b : tok_->learned_routes()) {
+      py::dict d;
+      d["kind"] = b.kind == RouteLearner::kBatch ? "batch" : "one";
+      d["weights"] = py::make_tuple(b.lo, b.hi);
+      d["calls"] = b.calls;
+      d["cpu"] = py::make_tuple(b.n_cpu, b.cpu_us);
+      d["gpu"] = py::make_tuple(b.n_gpu, b.gpu_us);
+      d["path"] = b.gpu ? "cuda" : "cpu";
+      d["rule"] = b.rule_gpu ? "cuda" : "cpu";
+      out.append(d);
+    }
+    return out;
+  }
 
   void set_piece_cache_bytes(size_t bytes) { tok_->set_piece_cache_bytes(bytes); }
   void set_cpu_spin_us(unsigned us) { tok_->set_cpu_spin_us(us); }
@@ -331,6 +347,7 @@ void bind_core(py::module_& m) {
       .def("set_crossover", &Core::set_crossover, py::arg("cpu_below_bytes"),
            py::arg("bytes_per_row"), py::arg("stream_below_bytes") = 0)
       .def_property_readonly("crossover", &Core::crossover)
+      .def("learned_routes", &Core::learned_routes)
       .def("routes_to_gpu", [](const Core& c, size_t bytes,
                                size_t rows) { return c.tok().routes_to_gpu(bytes, rows); })
       .def_property_readonly("device", [](const Core& c) { return c.tok().device(); })

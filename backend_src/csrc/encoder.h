@@ -96,6 +96,9 @@ class Encoder {
   // tokenizer's stream rule both ask it.
   static int64_t now_ns();
   bool within_spin_window(int64_t stamp_ns) const;
+  // The size from which a call of encode_one (one_text) or encode_batch on every hardware
+  // thread is cut across the pool in a stream (CallSplit); smaller ones run on the caller.
+  static size_t stream_split_bytes(bool one_text);
 
   // CPU path. num_threads <= 0 means all hardware threads.
   EncodeResult encode_batch(const std::vector<TextInput>& texts, const SpecialPolicy& policy,

@@ -57,6 +57,10 @@ int64_t Encoder::now_ns() {
       .count();
 }
 
+size_t Encoder::stream_split_bytes(bool one_text) {
+  return one_text_warm_bytes(hardware_threads(), one_text);
+}
+
 bool Encoder::within_spin_window(int64_t stamp_ns) const {
   const int64_t spin_ns = int64_t(spin_us_.load(std::memory_order_relaxed)) * 1000;
   return spin_ns > 0 && now_ns() - stamp_ns < spin_ns;

@@ -1,6 +1,7 @@
 #include "tokenizer.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "decode.h"
 
@@ -128,6 +129,11 @@ Tokenizer::Tokenizer(std::shared_ptr<const Vocab> vocab, const TokenizerOptions&
   automatic_ = automatic;
   if (resolve_device(options.device) == Device::kCuda)
     gpu_ = std::make_unique<GpuEncoder>(vocab, options.gpu, options.gpu_tuning);
+  if (gpu_ && automatic && !options.crossover_given) {
+    const Crossover c = crossover();
+    learner_ = std::make_unique<RouteLearner>(c.cpu_below_bytes);
+    learning_.store(true, std::memory_order_relaxed);
+  }
 }
 
 // ProcessStamp::here() is a system call: asked only of calls bound for the GPU, whose fixed
@@ -142,28 +148,54 @@ bool Tokenizer::routes_to_gpu(size_t bytes, size_t rows) const {
 }
 
 // One call's path: the GPU encoder or null (the CPU path). A call the stream rule may keep on
-// the CPU (Crossover::in_stream_range) counts itself in while it runs and stamps its end: it
-// takes the CPU path when it is the only such call running (the pool runs one call at a time;
-// a second would run on its own thread, several times slower than the GPU) and it starts
-// within the pool's spin window of the last one's end. Calls outside that range pay nothing
-// here; inside it, two atomics and two clock reads (~0.1 us) on calls of 20 us or more. A call
-// told to use fewer CPU threads than the hardware has (num_threads) keeps the rule by size:
-// the stream rule was measured with every core.
+// the CPU (cpu_below_bytes <= its weight < stream_below_bytes) counts itself in while it runs
+// and stamps its end: it takes the CPU path when it is the only such call running (the pool
+// runs one call at a time; a second would run on its own thread, several times slower than
+// the GPU) and it starts within the pool's spin window of the last one's end. Calls outside
+// that range pay nothing here; inside it, two atomics and two clock reads (~0.1 us) on calls of
+// 20 us or more. A call told to use fewer CPU threads than the hardware has (num_threads) keeps
+// the rule by size: the stream rule was measured with every core.
+//
+// With learned routes (route_learner.h) the range counted also covers the learner's band, and
+// a call alone in it asks the learner and is timed, unless it is in a stream and the CPU path
+// would cut it across its awake pool (Encoder::stream_split_bytes): those keep the stream rule.
+// A call the CPU path runs on the caller costs the same in a stream or not, and the stream
+// rule sent such batch calls (8-16 KB) to the CPU at 1.3-1.8x the GPU's time (H200,
+// 2026-11-29, bench_crossover.py's stream step). Learning split calls was tried (H200, 2026-11-29,
+// four runs of bench_crossover.py) and its CPU timings of stream calls that followed a GPU call ran
+// 2-4x the CPU path's steady time even two calls later (the pool waking), so buckets turned to the
+// GPU where the CPU was faster: one text in a stream worst 1.06-1.74x the faster path against the
+// rule's 1.05-1.13x. Cost: about four atomics and three clock reads, on calls of ~5 KB (10 us) and
+// more.
 class Tokenizer::Route {
  public:
-  Route(const Tokenizer& t, size_t bytes, size_t rows, int num_threads = 0)
+  Route(const Tokenizer& t, size_t bytes, size_t rows, bool batch, int num_threads = 0)
       : gpu_(t.gpu_for(bytes, rows)) {
-    if (!gpu_ || (num_threads > 0 && size_t(num_threads) < hardware_threads())) return;
+    if (!t.gpu_ || (num_threads > 0 && size_t(num_threads) < hardware_threads())) return;
     const Crossover c = t.crossover();
-    if (!c.in_stream_range(bytes, rows)) return;
+    RouteLearner* learner =
+        t.learning_.load(std::memory_order_relaxed) ? t.learner_.get() : nullptr;
+    const size_t w = c.weight(bytes, rows);
+    const size_t lo = learner ? std::min(learner->low(), c.cpu_below_bytes) : c.cpu_below_bytes;
+    const size_t hi =
+        learner ? std::max(learner->high(), c.stream_below_bytes) : c.stream_below_bytes;
+    if (w < lo || w >= hi) return;
     counted_ = &t;
-    const bool alone = t.stream_calls_.fetch_add(1, std::memory_order_acq_rel) == 0;
-    if (alone && t.encoder_.within_spin_window(t.stream_end_ns_.load(std::memory_order_relaxed)))
-      gpu_ = nullptr;
+    if (t.stream_calls_.fetch_add(1, std::memory_order_acq_rel) != 0) return;  // not alone
+    const bool stream =
+        t.encoder_.within_spin_window(t.stream_end_ns_.load(std::memory_order_relaxed));
+    if (stream && (!learner || bytes >= Encoder::stream_split_bytes(!batch))) {
+      if (w < c.stream_below_bytes) gpu_ = nullptr;  // a stream: the stream rule
+    } else if (learner) {
+      learn(t, *learner, c, w, batch);
+    }
   }
   ~Route() {
     if (!counted_) return;
-    counted_->stream_end_ns_.store(Encoder::now_ns(), std::memory_order_relaxed);
+    const int64_t end = Encoder::now_ns();
+    if (learner_ && record_ && std::uncaught_exceptions() == uncaught_)
+      learner_->record(kind_, choice_, end - start_ns_);
+    counted_->stream_end_ns_.store(end, std::memory_order_relaxed);
     counted_->stream_calls_.fetch_sub(1, std::memory_order_acq_rel);
   }
   Route(const Route&) = delete;
@@ -171,8 +203,25 @@ class Tokenizer::Route {
   GpuEncoder* gpu() const { return gpu_; }
 
  private:
+  void learn(const Tokenizer& t, RouteLearner& learner, const Crossover& c, size_t w, bool batch) {
+    kind_ = batch ? RouteLearner::kBatch : RouteLearner::kOne;
+    choice_ = learner.choose(kind_, w, w >= c.cpu_below_bytes);
+    // A forked child has no GPU (routes_to_gpu): its calls run on the CPU, untimed.
+    gpu_ = choice_.gpu && t.made_.here() ? t.gpu_.get() : nullptr;
+    record_ = (gpu_ != nullptr) == choice_.gpu;
+    learner_ = &learner;
+    uncaught_ = std::uncaught_exceptions();
+    start_ns_ = Encoder::now_ns();
+  }
+
   GpuEncoder* gpu_;
   const Tokenizer* counted_ = nullptr;
+  RouteLearner* learner_ = nullptr;  // set for a call the learner routed
+  RouteLearner::Kind kind_ = RouteLearner::kOne;
+  RouteLearner::Choice choice_;
+  bool record_ = false;
+  int uncaught_ = 0;
+  int64_t start_ns_ = 0;
 };
 
 // One fork check a GPU call: routes_to_gpu asks it of a device "auto" tokenizer (false in a
@@ -195,7 +244,14 @@ Crossover Tokenizer::crossover() const {
 
 void Tokenizer::set_crossover(Crossover c) {
   need_gpu("set_cpu_below_bytes");
+  learning_.store(false, std::memory_order_relaxed);
   store(c);
+}
+
+std::vector<RouteLearner::BucketStats> Tokenizer::learned_routes() const {
+  if (!learner_ || !learning_.load(std::memory_order_relaxed)) return {};
+  const Crossover c = crossover();
+  return learner_->stats(c.cpu_below_bytes);
 }
 
 void Tokenizer::store(Crossover c) {
@@ -205,7 +261,7 @@ void Tokenizer::store(Crossover c) {
 }
 
 EncodeResult Tokenizer::encode(const std::vector<TextInput>& texts, const EncodeArgs& args) const {
-  const Route route(*this, total_bytes(texts), texts.size(), args.num_threads);
+  const Route route(*this, total_bytes(texts), texts.size(), true, args.num_threads);
   if (GpuEncoder* gpu = route.gpu())
     return encoder_.encode_batch_gpu(*gpu, algorithm_, texts, args.policy, args.utf8);
   return encoder_.encode_batch(texts, args.policy, args.utf8, args.num_threads);
@@ -216,14 +272,14 @@ PackedResult Tokenizer::encode_packed(const std::vector<TextInput>& texts, const
   if (separator && (*separator < 0 || *separator > 0xFFFF))
     throw ArgumentError("separator must be in 0..65535 (a uint16 id), got " +
                         std::to_string(*separator));
-  const Route route(*this, total_bytes(texts), texts.size(), args.num_threads);
+  const Route route(*this, total_bytes(texts), texts.size(), true, args.num_threads);
   return encoder_.encode_batch_packed(route.gpu(), algorithm_, texts, args.policy, args.utf8,
                                       separator ? int32_t(*separator) : -1, args.num_threads);
 }
 
 void Tokenizer::encode_one(const TextInput& text, const EncodeArgs& args, IdVector& out) const {
   out.clear();
-  const Route route(*this, text.bytes.size(), 1);
+  const Route route(*this, text.bytes.size(), 1, false);
   if (GpuEncoder* gpu = route.gpu())
     out = encoder_.encode_batch_gpu(*gpu, algorithm_, {text}, args.policy, args.utf8).ids;
   else

@@ -16,6 +16,7 @@
 #include "encoder.h"
 #include "gpu_encoder.h"
 #include "process_stamp.h"
+#include "route_learner.h"
 #include "vocab.h"
 
 namespace gputok {
@@ -52,11 +53,6 @@ struct Crossover {
   size_t bytes_per_row = 0;
   size_t stream_below_bytes = 0;
   bool use_cpu(size_t bytes, size_t rows) const { return weight(bytes, rows) < cpu_below_bytes; }
-  // A call the stream rule may keep on the CPU (the alone rule sends it to the GPU).
-  bool in_stream_range(size_t bytes, size_t rows) const {
-    const size_t w = weight(bytes, rows);
-    return w >= cpu_below_bytes && w < stream_below_bytes;
-  }
   // bytes + rows * bytes_per_row, saturating: a huge row count must not wrap to a small sum.
   size_t weight(size_t bytes, size_t rows) const;
   // From Python's ints: throws ArgumentError for a negative one.
@@ -132,7 +128,10 @@ class Tokenizer {
   // The path of a call that comes alone: the stream rule (Crossover) is decided per call.
   bool routes_to_gpu(size_t bytes, size_t rows) const;
   Crossover crossover() const;
-  void set_crossover(Crossover c);    // GPU tokenizers only
+  void set_crossover(Crossover c);  // GPU tokenizers only; ends the learning below
+  // device "auto" with the default rule learns, near the rule's thresholds, which path is
+  // faster on this host (route_learner.h); a rule given or set is kept as it is (no buckets).
+  std::vector<RouteLearner::BucketStats> learned_routes() const;
   void set_pool_limit(size_t bytes);  // GPU tokenizers only
   void set_gpu_pretokenize(bool on);  // GPU tokenizers only
   GpuCounters gpu_counters() const;   // zeros on the CPU
@@ -162,6 +161,10 @@ class Tokenizer {
   // The stream rule's state (Route): calls in its range now running, and when the last ended.
   mutable std::atomic<int> stream_calls_{0};
   mutable std::atomic<int64_t> stream_end_ns_{INT64_MIN / 2};  // as Encoder's stamps
+  // The learned routes (null: none) and whether they are still in force (set_crossover ends
+  // them).
+  std::unique_ptr<RouteLearner> learner_;
+  std::atomic<bool> learning_{false};
 };
 
 }  // namespace gputok

@@ -47,9 +47,9 @@ class Tokenizer(EncodingAPI):
     On a GPU tokenizer each call picks its path: the CPU while its bytes are below
     ``cpu_below_bytes - rows * bytes_per_row``, the GPU from there (same ids either way); in a
     stream (a call starting within the CPU pool's spin window of the last one's end, none other
-    running: its pool is awake) the CPU up to ``stream_below_bytes`` instead.
-    Unset, the rule is ``default_crossover()`` for device="auto" and "always the GPU" for
-    device="cuda"; ``set_cpu_below_bytes`` changes it later.
+    running: its pool is awake) the CPU up to ``stream_below_bytes`` instead. Unset, the rule
+    is ``default_crossover()`` for device="auto", which near it learns the faster path on this
+    host (docs/api.md), and "always the GPU" for device="cuda"; ``set_cpu_below_bytes`` sets it.
 
     ``gpu_cache_bytes``: device memory for the GPU's learned cache, the pieces that calls of up
     to 528 KiB (on an H100 or H200; less on a GPU with fewer SMs) had to merge, kept with their
@@ -436,8 +436,8 @@ class Tokenizer(EncodingAPI):
     def set_cpu_below_bytes(self, nbytes: int, per_row: int = 0, stream_below: int = 0) -> None:
         """On a GPU tokenizer, calls whose bytes of text plus ``rows * per_row`` are fewer than
         ``nbytes`` (``stream_below`` in a stream) take the CPU path (same ids); ``(0)``: always
-        the GPU; ``(*gputok.default_crossover())``: device="auto"'s rule. A CPU tokenizer
-        raises ValueError (there is no GPU path to choose)."""
+        the GPU; ``(*gputok.default_crossover())``: device="auto"'s rule, as it is (nothing
+        learned). A CPU tokenizer raises ValueError (there is no GPU path to choose)."""
         self._core.set_crossover(int(nbytes), int(per_row), int(stream_below))
         self._changed["cpu_below_bytes"] = (int(nbytes), int(per_row), int(stream_below))
 
@@ -448,7 +448,7 @@ class Tokenizer(EncodingAPI):
         return int(below), int(per_row), int(stream)
 
     def path_for(self, nbytes: int, rows: int = 1) -> str:
-        """ "cuda" or "cpu": the path of a call of ``nbytes`` bytes over ``rows`` texts, alone."""
+        """ "cuda" or "cpu": the rule's path for ``nbytes`` bytes over ``rows`` texts, alone."""
         return "cuda" if self._core.routes_to_gpu(int(nbytes), int(rows)) else "cpu"
 
     def set_gpu_pretokenize(self, on: bool) -> None:

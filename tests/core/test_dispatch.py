@@ -143,6 +143,67 @@ def test_stream_rule_keeps_back_to_back_calls_on_the_cpu(corpus):
     assert on_gpu(lambda: tok.encode_to_numpy(text)) and on_gpu(lambda: tok.encode(text))
 
 
+def _bucket(tok, kind: str, weight: int) -> dict:
+    (b,) = [
+        r
+        for r in tok._core.learned_routes()
+        if r["kind"] == kind and r["weights"][0] <= weight < r["weights"][1]
+    ]
+    return b
+
+
+@gpu
+def test_learned_routes_time_both_paths_near_the_rule_and_take_the_faster(corpus):
+    """gpt2() learns, per weight bucket near the rule's threshold, which path is faster on
+    this host for calls that come alone (route_learner.h): one text and batch calls each time
+    both paths, every id exact; a bucket answers with the path whose mean is lower; a stream
+    keeps the stream rule, untimed; a call that raised is not timed; a rule given or set
+    learns nothing."""
+    text = "".join(corpus)[:20_000]
+    batch = [text[i::4] for i in range(4)]
+    cpu = gputok.gpt2(device="cpu")
+    want, want_batch = cpu.encode(text), [i for t in batch for i in cpu.encode(t)]
+    assert len(want) > 1000 and len(want_batch) > 1000
+    tok = gputok.gpt2()
+    routes = tok._core.learned_routes()
+    assert len(routes) == 24 and {r["kind"] for r in routes} == {"one", "batch"}
+    w_one, w_batch = len(text.encode()) + 12, sum(len(t.encode()) + 12 for t in batch)
+    for _ in range(40):
+        time.sleep(0.002)  # past the CPU pool's spin window: alone
+        assert tok.encode_to_numpy(text).tolist() == want
+        time.sleep(0.002)
+        assert tok.encode_batch_flat(batch)[0].tolist() == want_batch
+    for kind, w in (("one", w_one), ("batch", w_batch)):
+        b = _bucket(tok, kind, w)
+        (n_cpu, cpu_us), (n_gpu, gpu_us) = b["cpu"], b["gpu"]
+        assert n_cpu >= 4 and n_gpu >= 4 and cpu_us > 0 and gpu_us > 0, b
+        assert b["path"] == ("cuda" if gpu_us < cpu_us else "cpu"), b
+    # Back to back (a stream): the stream rule (the CPU here), and nothing timed but the first.
+    time.sleep(0.002)
+    calls = _bucket(tok, "one", w_one)["calls"]
+    n, streamed = _launches(tok, lambda: [tok.encode_to_numpy(text) for _ in range(60)])
+    assert all(ids.tolist() == want for ids in streamed)
+    assert n <= 5 and _bucket(tok, "one", w_one)["calls"] - calls <= 5
+    # A batch call the CPU path runs on the caller (under 16 KiB) is timed in a stream too.
+    small = [t.encode()[:2400].decode(errors="ignore") for t in batch]
+    w_small = sum(len(t.encode()) + 12 for t in small)
+    calls = _bucket(tok, "batch", w_small)["calls"]
+    streamed = [tok.encode_batch_flat(small)[0] for _ in range(40)]
+    assert all(ids.tolist() == [i for t in small for i in cpu.encode(t)] for ids in streamed)
+    assert _bucket(tok, "batch", w_small)["calls"] - calls == 40
+    time.sleep(0.002)
+    before = _bucket(tok, "one", w_one)
+    with pytest.raises(ValueError):
+        tok.encode_to_numpy(text.encode() + b"\xff")  # strict UTF-8: raises inside
+    after = _bucket(tok, "one", w_one)
+    assert after["calls"] == before["calls"] + 1
+    assert after["cpu"][0] + after["gpu"][0] == before["cpu"][0] + before["gpu"][0]
+    tok.set_cpu_below_bytes(*gputok.default_crossover())  # told: the rule as it is
+    assert tok._core.learned_routes() == []
+    assert gputok.gpt2(cpu_below_bytes=14387)._core.learned_routes() == []
+    assert gputok.gpt2(device="cuda")._core.learned_routes() == []
+
+
 # ------------------------------------------------------------------ outputs
 
 

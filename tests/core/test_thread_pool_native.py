@@ -9,46 +9,18 @@ reads it, and a caller that returns before its workers finish."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
+from native_build import CSRC, REPO, build, run_ok, run_tsan_ok
 
-REPO = Path(__file__).resolve().parents[2]
-CSRC = REPO / "backend_src" / "csrc"
 SOURCES = [REPO / "tests" / "core" / "native" / "pool_stress.cpp", CSRC / "thread_pool.cpp"]
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
 
-def _build(work: Path, name: str, flags: list[str]) -> Path | None:
-    binary = work / name
-    cmd = ["g++", "-std=c++17", *flags, f"-I{CSRC}", *map(str, SOURCES), "-lpthread"]
-    done = subprocess.run([*cmd, "-o", str(binary)], capture_output=True, text=True)
-    if done.returncode != 0:
-        if "-fsanitize=thread" in flags:
-            return None  # this g++ has no ThreadSanitizer runtime
-        raise AssertionError(done.stderr)
-    return binary
-
-
 def test_every_item_runs_once_before_its_call_returns(tmp_path):
-    binary = _build(tmp_path, "pool_stress", ["-O2"])
-    done = subprocess.run([str(binary), "20000"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    run_ok(build(tmp_path, "pool_stress", SOURCES, ["-O2"]), "20000")
 
 
 def test_the_hand_off_has_no_data_race(tmp_path):
-    binary = _build(tmp_path, "pool_stress_tsan", ["-O1", "-g", "-fsanitize=thread"])
-    if binary is None:
-        pytest.skip("g++ has no ThreadSanitizer runtime here")
-    done = subprocess.run(
-        [str(binary), "3000"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={"TSAN_OPTIONS": "halt_on_error=1 exitcode=66", "PATH": "/usr/bin:/bin"},
-    )
-    if "unexpected memory mapping" in done.stderr or "FATAL: ThreadSanitizer" in done.stderr:
-        pytest.skip("ThreadSanitizer cannot run in this address-space layout")
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr[-3000:]
+    run_tsan_ok(tmp_path, "pool_stress_tsan", SOURCES, "3000")
