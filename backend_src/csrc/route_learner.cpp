@@ -8,10 +8,13 @@ namespace gputok {
 
 namespace {
 
-constexpr uint32_t kExploreNew = 8;    // while the slower path has < kMinSamples
-constexpr uint32_t kExploreNear = 32;  // its mean within 2x the faster's
-constexpr uint32_t kExploreFar = 128;  // past that
-constexpr float kFarRatio = 2.0f;
+// How often a bucket takes its slower path: every 8th call while that path has fewer than
+// kMinSamples timed calls, every 32nd while it has fewer than kSettled, then every 128th (under
+// 1% of the bucket's calls, so a stream of calls of one size keeps its p99 on the faster path).
+constexpr uint32_t kExploreNew = 8;
+constexpr uint32_t kExploreNear = 32;
+constexpr uint32_t kExploreSettled = 128;
+constexpr uint32_t kSettled = 16;
 constexpr float kClip = 2.0f;             // a sample is clipped to [mean / 2, mean * 2]
 constexpr float kStep = 1.0f / 8.0f;      // the mean's step toward a sample
 constexpr uint32_t kCountCap = 1u << 30;  // counts saturate (never wrap to "no samples")
@@ -40,10 +43,9 @@ bool RouteLearner::faster_gpu(const Bucket& b, bool rule_gpu, uint32_t* period) 
   const bool known = n_cpu >= kMinSamples && n_gpu >= kMinSamples;
   const bool fast_gpu = known ? gpu < cpu : rule_gpu;
   const uint32_t n_other = fast_gpu ? n_cpu : n_gpu;
-  const float best = fast_gpu ? gpu : cpu, other = fast_gpu ? cpu : gpu;
-  *period = n_other < kMinSamples      ? kExploreNew
-            : other > kFarRatio * best ? kExploreFar
-                                       : kExploreNear;
+  *period = n_other < kMinSamples ? kExploreNew
+            : n_other < kSettled  ? kExploreNear
+                                  : kExploreSettled;
   return fast_gpu;
 }
 

@@ -17,8 +17,9 @@
 // clipped to 1/2-2x the mean, so one preempted call moves it 12.5% at most). A bucket answers
 // with its faster path once both have kMinSamples calls; until then the rule's. To keep the
 // slower path's time current, every `period`-th call of a bucket takes it: 8 while it has
-// fewer than kMinSamples, 128 while its mean is over 2x the faster's, else 32 (about 1/32 of a
-// bucket's calls at up to 2x, so ~3% on its mean at worst; a median is unchanged).
+// fewer than kMinSamples timed calls, 32 while it has fewer than 16, then 128 (under 1% of a
+// bucket's calls: its median and p99 stay on the faster path, its mean pays ~1% where the
+// other path takes 2x).
 //
 // Thread safety: lock-free. Counters and means are relaxed atomics; two calls recording at once
 // may lose one sample (an average of timings: harmless). Results never depend on it: both

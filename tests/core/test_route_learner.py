@@ -1,7 +1,7 @@
 """device="auto" learns, near its rule's threshold, which path is faster on this host
 (backend_src/csrc/route_learner.h). tests/core/native/route_learner_test.cpp drives the learner
 alone (no GPU needed): a fresh bucket answers with the rule but every 8th call; once both paths
-are timed, the faster one, the slower taken one call in 32 (in 128 past 2x); one outlier
+are timed, the faster one, the slower taken one call in 32 (in 128 once it has 16); one outlier
 does not flip a bucket, a lasting change does; a path's first call is not averaged; weights
 outside the band keep the rule; one-text and batch calls apart; many threads at once, plain and
 under ThreadSanitizer. Planted bugs each fail it (2026-11-29): no clipping of a sample, the

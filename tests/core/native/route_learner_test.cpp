@@ -65,13 +65,13 @@ void faster_path_and_explore_rates() {
   // The rule says CPU at 12 KB, but here the GPU has been faster.
   feed(l, RouteLearner::kOne, 12000, false, 25.0, 4);
   feed(l, RouteLearner::kOne, 12000, true, 20.0, 4);
-  // Within 2x: the CPU one call in 32.
+  // The CPU timed 4 times: one call in 32 takes it.
   const int gpu = gpu_calls(l, RouteLearner::kOne, 12000, false, 3200);
   check(gpu == 3100, "faster GPU, 3200 calls: 3100 on the GPU, got " + std::to_string(gpu));
-  // Past 2x: one call in 128.
-  feed(l, RouteLearner::kOne, 12000, false, 400.0, 20);
-  const int far = gpu_calls(l, RouteLearner::kOne, 12000, false, 2560);
-  check(far == 2540, "CPU far slower, 2560 calls: 2540 on the GPU, got " + std::to_string(far));
+  // Timed 16 times: one call in 128 (under 1%: the p99 of a stream of such calls is the GPU's).
+  feed(l, RouteLearner::kOne, 12000, false, 25.0, 12);
+  const int settled = gpu_calls(l, RouteLearner::kOne, 12000, false, 2560);
+  check(settled == 2540, "settled, 2560 calls: 2540 on the GPU, got " + std::to_string(settled));
   // Another bucket of the band is untouched, and so are batch calls of the same weight.
   check(gpu_calls(l, RouteLearner::kOne, 6000, false, 7) == 0, "another bucket: the rule");
   check(gpu_calls(l, RouteLearner::kBatch, 12000, false, 7) == 0, "batch calls: the rule");
