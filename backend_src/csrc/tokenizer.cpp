@@ -159,14 +159,14 @@ bool Tokenizer::routes_to_gpu(size_t bytes, size_t rows) const {
 // With learned routes (route_learner.h) the range counted also covers the learner's band, and
 // a call alone in it asks the learner and is timed, unless it is in a stream and the CPU path
 // would cut it across its awake pool (Encoder::stream_split_bytes): those keep the stream rule.
-// A call the CPU path runs on the caller costs the same in a stream or not, and the stream
-// rule sent such batch calls (8-16 KB) to the CPU at 1.3-1.8x the GPU's time (H200,
-// 2026-11-29, bench_crossover.py's stream step). Learning split calls was tried (H200, 2026-11-29,
-// four runs of bench_crossover.py) and its CPU timings of stream calls that followed a GPU call ran
-// 2-4x the CPU path's steady time even two calls later (the pool waking), so buckets turned to the
-// GPU where the CPU was faster: one text in a stream worst 1.06-1.74x the faster path against the
-// rule's 1.05-1.13x. Cost: about four atomics and three clock reads, on calls of ~5 KB (10 us) and
-// more.
+// A call the CPU path runs on the caller costs the same in a stream or not, and the stream rule
+// sent such batch calls (8-16 KB) to the CPU at 1.3-1.8x the GPU's time (H200, 2026-11-29,
+// bench_crossover.py's stream step). Learning split calls too was tried (four runs): its CPU
+// timings of them in that bench ran 2-4x the CPU path's steady time (why is open: right after a
+// GPU call the third CPU call is at steady speed, bench/bench_after_gpu.py), buckets turned to
+// the GPU where the CPU was faster, and one text in a stream went to 1.06-1.74x the faster path
+// against the rule's 1.05-1.13x. Cost: about four atomics and three clock reads, on calls of
+// ~5 KB (10 us) and more.
 class Tokenizer::Route {
  public:
   Route(const Tokenizer& t, size_t bytes, size_t rows, bool batch, int num_threads = 0)
