@@ -320,7 +320,7 @@ def stream_main(meta, out: Path, toks: dict, text: str) -> None:
     ]
     for name in ("auto_rule", "auto_default"):
         w, p = worst_of(points, name)
-        mean = statistics.fmean(q[name] / min(q["cpu"], q["gpu"]) for q in points)
+        mean = statistics.fmean(ratio(q, name) for q in points)
         lines.append(
             f"{name:<12} stream worst {w:.3f}x of the faster path at {p['bytes']} B x "
             f"{p['rows']}, mean {mean:.4f}x"
@@ -332,10 +332,15 @@ def stream_main(meta, out: Path, toks: dict, text: str) -> None:
     log("\n".join(lines))
 
 
+def ratio(p: dict, name: str) -> float:
+    """Tokenizer `name`'s time at point p over the faster of cpu and gpu."""
+    return p[name] / min(p["cpu"], p["gpu"])
+
+
 def worst_of(points, name: str) -> tuple[float, dict]:
     """The worst ratio of tokenizer `name` against the faster of cpu and gpu, and its point."""
-    worst = max(points, key=lambda p: p[name] / min(p["cpu"], p["gpu"]))
-    return worst[name] / min(worst["cpu"], worst["gpu"]), worst
+    worst = max(points, key=lambda p: ratio(p, name))
+    return ratio(worst, name), worst
 
 
 def summary(meta, rule, grid2, env, lists) -> str:
@@ -349,7 +354,7 @@ def summary(meta, rule, grid2, env, lists) -> str:
         for label, pts in (("grid", grid2), ("envelope", env)):
             if pts:
                 w, p = worst_of(pts, name)
-                mean = statistics.fmean(q[name] / min(q["cpu"], q["gpu"]) for q in pts)
+                mean = statistics.fmean(ratio(q, name) for q in pts)
                 lines.append(
                     f"{name:<12} {label:<8} worst {w:.3f}x of the faster path at "
                     f"{p['bytes']} B x {p['rows']} ({p['api']}), mean {mean:.4f}x"

@@ -206,8 +206,9 @@ class Tokenizer::Route {
   void learn(const Tokenizer& t, RouteLearner& learner, const Crossover& c, size_t w, bool batch) {
     kind_ = batch ? RouteLearner::kBatch : RouteLearner::kOne;
     choice_ = learner.choose(kind_, w, w >= c.cpu_below_bytes);
-    // A forked child has no GPU (routes_to_gpu): its calls run on the CPU, untimed.
-    gpu_ = choice_.gpu && t.made_.here() ? t.gpu_.get() : nullptr;
+    // A forked child has no GPU (routes_to_gpu): its calls run on the CPU, untimed. gpu_ set by
+    // the rule already passed that check (a system call), so it is asked only when not.
+    gpu_ = choice_.gpu && (gpu_ || t.made_.here()) ? t.gpu_.get() : nullptr;
     record_ = (gpu_ != nullptr) == choice_.gpu;
     learner_ = &learner;
     uncaught_ = std::uncaught_exceptions();
