@@ -17,6 +17,7 @@
 #include "../csrc/corpus/read_files.h"
 #include "../csrc/corpus/read_jsonl.h"
 #include "../csrc/corpus/split.h"
+#include "../csrc/corpus/write_files.h"
 #include "../csrc/gpu_errors.h"
 #include "../csrc/narrow.h"
 #include "py_buffers.h"
@@ -182,6 +183,40 @@ py::tuple read_jsonl_files_py(const std::vector<std::string>& paths, const std::
                         r.error, r.offset);
 }
 
+// A joined call's shard files (write_files.h): shards, a list of shards, each a list of
+// (tmp path, final path, [bytes-like parts]); per shard (errno, index of the file it failed
+// on) or (0, -1). Every part is held as a buffer view while the GIL is released.
+py::list write_shards_py(const py::list& shards, bool fsync) {
+  std::vector<std::unique_ptr<ByteBuffer>> held;
+  std::vector<std::vector<OutFile>> all;
+  all.reserve(shards.size());
+  for (const py::handle shard : shards) {
+    std::vector<OutFile> files;
+    if (!py::isinstance<py::sequence>(shard)) throw py::type_error("a shard is a list of files");
+    for (const py::handle f : py::reinterpret_borrow<py::sequence>(shard)) {
+      if (!py::isinstance<py::sequence>(f)) throw py::type_error("a file is (tmp, final, parts)");
+      const auto t = py::reinterpret_borrow<py::sequence>(f);
+      if (t.size() != 3) throw py::value_error("a file is (tmp, final, parts)");
+      OutFile out{t[0].cast<std::string>(), t[1].cast<std::string>(), {}};
+      for (const py::handle part : py::reinterpret_borrow<py::sequence>(t[2])) {
+        held.push_back(std::make_unique<ByteBuffer>(py::reinterpret_borrow<py::object>(part)));
+        const Py_buffer& v = held.back()->view;
+        out.parts.push_back({static_cast<const uint8_t*>(v.buf), size_t(v.len)});
+      }
+      files.push_back(std::move(out));
+    }
+    all.push_back(std::move(files));
+  }
+  std::vector<WriteResult> results(all.size());
+  {
+    py::gil_scoped_release release;
+    for (size_t i = 0; i < all.size(); ++i) results[i] = write_shard_files(all[i], fsync);
+  }
+  py::list out;
+  for (const WriteResult& r : results) out.append(py::make_tuple(r.error, r.file));
+  return out;
+}
+
 void bind_parquet(py::module_& m) {
   m.def(
       "parquet_decode",
@@ -335,5 +370,6 @@ PYBIND11_MODULE(_corpus_native, m) {
         py::arg("max_bytes"), py::arg("reserve") = 0);
   m.def("read_jsonl_files", &read_jsonl_files_py, py::arg("paths"), py::arg("field"),
         py::arg("max_bytes"), py::arg("reserve") = 0);
+  m.def("write_shards", &write_shards_py, py::arg("shards"), py::arg("fsync"));
   m.attr("JSONL_NOT_PLAIN") = kJsonlNotPlain;
 }

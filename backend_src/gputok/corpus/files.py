@@ -229,6 +229,33 @@ class _HashedFile:
             os.unlink(self.tmp)
 
 
+def file_record(final: str, buffers, algorithm: str) -> dict:
+    """The manifest record of a file that will hold ``buffers`` (bytes-like), as
+    _HashedFile.finish makes it."""
+    h, size = new_hasher(algorithm), 0
+    for b in buffers:
+        h.update(b)
+        size += memoryview(b).nbytes
+    return {"file": os.path.basename(final), "bytes": size, algorithm: h.hexdigest()}
+
+
+def write_shards(shards: list, *, fsync: bool) -> list:
+    """Each shard's files, [(final path, [bytes-like parts]), ...], written to temporary names
+    and renamed into place in order (the last, its entry, after the others), all in one native
+    call with the GIL released once (write_files.h): per shard None or the OSError that
+    stopped it (naming the file), its temporary files removed."""
+    from gputok import _corpus_native
+
+    named = [
+        [(os.fsencode(_tmp_name(final)), os.fsencode(final), parts) for final, parts in files]
+        for files in shards
+    ]
+    out = []
+    for files, (err, at) in zip(shards, _corpus_native.write_shards(named, fsync), strict=True):
+        out.append(OSError(err, os.strerror(err), files[at][0]) if err else None)
+    return out
+
+
 def _load_json(path: str):
     try:
         with open(path, "rb") as f:

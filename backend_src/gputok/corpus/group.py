@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import os
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +33,7 @@ import numpy as np
 
 from ._common import STAGES
 from .batch import _batch_target, _prefetch
+from .files import _json_bytes, file_record, write_shards
 from .group_files import files_run, read_files_run
 from .manifest import _settings, settings_digest
 from .shard import (
@@ -40,9 +42,8 @@ from .shard import (
     _timed,
     _tokenizer,
     _where,
-    commit_shard,
-    open_outputs,
     shard_batches,
+    shard_entry,
 )
 from .spec import ShardSpec
 
@@ -69,6 +70,7 @@ class _Part:
     text_bytes: int
     skipped_invalid_utf8: int
     skipped_empty: int
+    origins: list = dataclasses.field(default_factory=list)  # per piece: (buffer, start in it)
 
 
 @dataclasses.dataclass
@@ -89,7 +91,7 @@ def _read_part(spec: ShardSpec, where) -> _Part | None:
 
 def _part_of(spec: ShardSpec, source: dict, batches) -> _Part | None:
     """The _Part of ``spec``'s Batches (None as _read_part says)."""
-    pieces, spans, at, skipped_bad, skipped_empty, text, rows = [], [], 0, 0, 0, 0, 0
+    pieces, origins, spans, at, skipped_bad, skipped_empty, text, rows = [], [], [], 0, 0, 0, 0, 0
     for b in batches:
         if b.docs is not None:
             return None
@@ -107,10 +109,11 @@ def _part_of(spec: ShardSpec, source: dict, batches) -> _Part | None:
             return None
         lo, hi = int(s[:, 0].min()), int(s[:, 1].max())
         pieces.append(np.frombuffer(b.data, dtype=np.uint8)[lo:hi])
+        origins.append((b.data, lo))
         spans.append(s - (lo - at))
         at += hi - lo
     sp = np.concatenate(spans) if spans else np.zeros((0, 2), np.int64)
-    return _Part(spec, source, pieces, sp, at, text, skipped_bad, skipped_empty)
+    return _Part(spec, source, pieces, sp, at, text, skipped_bad, skipped_empty, origins)
 
 
 def _read_or_none(spec: ShardSpec, where) -> _Part | None:
@@ -162,6 +165,9 @@ def _calls(
 
 
 def _join(parts: list[_Part]) -> _Call:
+    shared = _shared_view(parts)
+    if shared is not None:
+        return shared
     data = np.concatenate([p for part in parts for p in part.pieces] or [np.zeros(0, np.uint8)])
     spans, at = [], 0
     for part in parts:
@@ -170,36 +176,72 @@ def _join(parts: list[_Part]) -> _Call:
     return _Call(parts, data, np.concatenate(spans))
 
 
+# Text and JSONL files read together (group_files.py) come as one buffer, each file's
+# documents a piece of it: a call over such files takes a view of that buffer instead of a
+# copy, where the pieces leave at most a ninth of the view unused. The copy held the GIL (numpy
+# does not release it) for all the text of a run, one reader thread's memcpy at a time:
+# measured in bench/results/2026-11-29-corpus-writer-h200.md.
+def _shared_view(parts: list[_Part]) -> _Call | None:
+    """The call over ``parts`` as a view of the one buffer all their pieces lie in, or None."""
+    held = [p for p in parts if p.origins]  # a part with no documents has no piece
+    if not held or any(
+        len(p.origins) != 1 or p.origins[0][0] is not held[0].origins[0][0] for p in held
+    ):
+        return None
+    lo = min(p.origins[0][1] for p in held)
+    hi = max(p.origins[0][1] + p.nbytes for p in held)
+    if 8 * (hi - lo) > 9 * sum(p.nbytes for p in held):
+        return None
+    spans = np.concatenate([p.spans + (p.origins[0][1] - lo) for p in held])
+    return _Call(parts, np.frombuffer(held[0].origins[0][0], dtype=np.uint8)[lo:hi], spans)
+
+
 def _write_call(call: _Call, ids: np.ndarray, ends: np.ndarray, sha: str) -> list:
     """Each part's slice of the call's packed ids into its own shard files and entry (the
-    writer thread): [(spec, entry or exception)]."""
-    out, doc, tok_at = [], 0, 0
+    writer thread): [(spec, entry or exception)]. The files are hashed here and written by one
+    native call for the whole call (files.write_shards: the GIL given up once, not at each of
+    a shard's dozen system calls)."""
+    out, shards, doc, tok_at = [], [], 0, 0
     for part in call.parts:
         n = len(part.spans)
         stop = int(ends[doc + n - 1]) if n else tok_at
-        counts = {
-            "documents": n,
-            "tokens": stop - tok_at,
-            "text_bytes": part.text_bytes,
-            "skipped_invalid_utf8": part.skipped_invalid_utf8,
-            "skipped_empty": part.skipped_empty,
-        }
         try:
-            bin_f, idx_f = open_outputs(part.spec)
+            shards.append(
+                (
+                    part.spec,
+                    *_shard_files(part, ids[tok_at:stop], ends[doc : doc + n] - tok_at, sha),
+                )
+            )
         except Exception as e:  # noqa: BLE001 - that shard goes alone
-            out.append((part.spec, e))
-            doc, tok_at = doc + n, stop
-            continue
-        try:
-            bin_f.write(ids[tok_at:stop])
-            idx_f.write((ends[doc : doc + n] - tok_at).astype("<i8", copy=False))
-            out.append((part.spec, commit_shard(part.spec, sha, part.source, counts, bin_f, idx_f)))
-        except Exception as e:  # noqa: BLE001 - that shard goes alone
-            bin_f.abort()
-            idx_f.abort()
             out.append((part.spec, e))
         doc, tok_at = doc + n, stop
+    if shards:
+        errors = write_shards([files for _, _, files in shards], fsync=shards[0][0].fsync)
+        out += [(spec, err or entry) for (spec, entry, _), err in zip(shards, errors, strict=True)]
     return out
+
+
+def _shard_files(part: _Part, ids: np.ndarray, ends: np.ndarray, sha: str) -> tuple[dict, list]:
+    """(entry, [(path, parts)] for write_shards) of one part: its ``ids`` and its documents'
+    ``ends`` (counted from its first id)."""
+    spec = part.spec
+    idx = np.empty(len(ends) + 1, dtype="<i8")
+    idx[0] = 0
+    idx[1:] = ends
+    counts = {
+        "documents": len(ends),
+        "tokens": len(ids),
+        "text_bytes": part.text_bytes,
+        "skipped_invalid_utf8": part.skipped_invalid_utf8,
+        "skipped_empty": part.skipped_empty,
+    }
+    bin_path, idx_path, json_path = (
+        os.path.join(spec.out_dir, f"{spec.name}.{ext}") for ext in ("bin", "idx", "json")
+    )
+    bin_rec = file_record(bin_path, [ids], spec.hash)
+    idx_rec = file_record(idx_path, [idx], spec.hash)
+    entry = shard_entry(spec, sha, part.source, counts, bin_rec, idx_rec)
+    return entry, [(bin_path, [ids]), (idx_path, [idx]), (json_path, [_json_bytes(entry)])]
 
 
 def tokenize_joined(specs: Sequence[ShardSpec], sizes: Sequence[int]) -> tuple[list, list]:

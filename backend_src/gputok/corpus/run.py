@@ -86,8 +86,11 @@ class CorpusRun:
         return int(self.manifest["totals"]["text_bytes"] or 0)
 
 
-def _check_out_dir(out_dir: str, names: set[str], settings: dict, overwrite: bool) -> dict:
-    """Entries of an existing manifest to resume from; refuses to mix runs."""
+def _check_out_dir(
+    out_dir: str, names: set[str], settings: dict, overwrite: bool
+) -> tuple[dict, set[str]]:
+    """(entries of an existing manifest to resume from, the shards whose entry files are
+    there); refuses to mix runs."""
     os.makedirs(out_dir, exist_ok=True)
     man = _load_json(os.path.join(out_dir, MANIFEST))
     listing = os.listdir(out_dir)
@@ -97,7 +100,7 @@ def _check_out_dir(out_dir: str, names: set[str], settings: dict, overwrite: boo
         for f in ours + [MANIFEST]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(out_dir, f))
-        return {}
+        return {}, set()
     if man is not None and man.get("settings") != settings:
         old = man.get("settings") or {}
         diff = ", ".join(
@@ -115,7 +118,8 @@ def _check_out_dir(out_dir: str, names: set[str], settings: dict, overwrite: boo
             f"{out_dir} holds shards that are not part of this run ({', '.join(extra[:5])}"
             f"{', ...' if len(extra) > 5 else ''}); use another output directory or --overwrite"
         )
-    return {e["name"]: e for e in (man or {}).get("shards", []) if isinstance(e, dict)}
+    entries = {e["name"]: e for e in (man or {}).get("shards", []) if isinstance(e, dict)}
+    return entries, {f[:-5] for f in ours if f.endswith(".json")}
 
 
 def shard_spec(
@@ -203,14 +207,15 @@ def tokenize_corpus(
             skip_empty=skip_empty, max_expansion=max_expansion,
         )  # fmt: skip
         settings = _settings(common)
-        previous = _check_out_dir(out_dir, set(names), settings, overwrite)
+        previous, on_disk = _check_out_dir(out_dir, set(names), settings, overwrite)
         task = dict(device=device, num_threads=num_threads, batch_bytes=batch_bytes,
                     min_batch_bytes=min_batch_bytes, fsync=fsync, hash=hash, fault=_fault,
                     parquet_decoder=parquet_decoder_for_run(parquet_decoder, sum(sizes)))  # fmt: skip
         specs = [
-            shard_spec(common, p, base, n, out_dir, manifest_entry=previous.get(n), **task)
-            for p, n in zip(paths, names, strict=True)
-        ]
+            shard_spec(common, p, base, n, out_dir, manifest_entry=previous.get(n), size=size,
+                       entry_absent=n not in on_disk, **task)
+            for p, n, size in zip(paths, names, sizes, strict=True)
+        ]  # fmt: skip
         what = f"{fmt} shard(s) from {base} -> {out_dir}"
         plan = _TaskPlan(sizes, int(task_bytes), what, progress)
         if here:

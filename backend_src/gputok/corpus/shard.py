@@ -224,13 +224,17 @@ def resume_or_clear(spec: ShardSpec, settings_sha: str) -> dict | None:
     """The shard's entry when its files still verify (the work is skipped), else None, and
     its entry file is gone, so that nothing of the old shard can pass for complete."""
     entry_path = os.path.join(spec.out_dir, f"{spec.name}.json")
-    for old in (_load_json(entry_path), spec.manifest_entry):
+    olds = [spec.manifest_entry]  # an entry file absent at the run's start is not read
+    if not spec.entry_absent:
+        olds.insert(0, _load_json(entry_path))
+    for old in olds:
         if _resumable(spec, old, settings_sha) and verify_entry(spec.out_dir, old) is None:
-            if not os.path.exists(entry_path):  # kept only in manifest.json: restore it
+            if spec.entry_absent or not os.path.exists(entry_path):  # only in manifest.json
                 atomic_write_bytes(entry_path, _json_bytes(old), fsync=spec.fsync)
             return old
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(entry_path)
+    if not spec.entry_absent:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(entry_path)
     return None
 
 
@@ -245,6 +249,21 @@ def open_outputs(spec: ShardSpec) -> tuple[_HashedFile, _HashedFile]:
         raise
     idx_f.write(np.zeros(1, dtype="<i8"))
     return bin_f, idx_f
+
+
+def shard_entry(
+    spec: ShardSpec, settings_sha: str, source: dict, counts: dict, bin_rec: dict, idx_rec: dict
+) -> dict:
+    """The shard's manifest entry, from its files' records (files.py)."""
+    return {
+        "name": spec.name,
+        "source": spec.source,
+        **source,
+        "settings_sha256": settings_sha,
+        **counts,
+        "bin": bin_rec,
+        "idx": idx_rec,
+    }
 
 
 def commit_shard(
@@ -264,15 +283,7 @@ def commit_shard(
     # renames durable with its own. Until then a crash can lose them, but the entry does
     # not exist yet, and an entry that survives without them fails verification (sizes,
     # hashes) and the shard is redone. One fewer journal commit per shard.
-    entry = {
-        "name": spec.name,
-        "source": spec.source,
-        **source,
-        "settings_sha256": settings_sha,
-        **counts,
-        "bin": bin_rec,
-        "idx": idx_rec,
-    }
+    entry = shard_entry(spec, settings_sha, source, counts, bin_rec, idx_rec)
     _maybe_fault(spec, "before_entry")
     atomic_write_bytes(
         os.path.join(spec.out_dir, f"{spec.name}.json"), _json_bytes(entry), fsync=spec.fsync

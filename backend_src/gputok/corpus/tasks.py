@@ -124,12 +124,17 @@ def tokenize_group(specs: Sequence[ShardSpec]) -> list[dict]:
         return []
     done: dict[str, dict] = {}
     small, small_sizes = [], []
+    digests: dict = {}  # the task's shards share their settings: one digest, not one a shard
     for spec in specs:
         size = _joinable_size(spec)
         if size is None:
             continue
         try:
-            kept = resume_or_clear(spec, settings_digest(_settings(spec)))
+            settings = _settings(spec)
+            key = repr(settings)
+            if key not in digests:
+                digests[key] = settings_digest(settings)
+            kept = resume_or_clear(spec, digests[key])
         except Exception:  # noqa: BLE001 - tokenize_shard meets it again and names it
             continue
         if kept is not None:
@@ -158,10 +163,12 @@ def _joinable_size(spec: ShardSpec) -> int | None:
     readable, no test fault hook), else None."""
     if spec.fault:
         return None
-    try:
-        size = os.stat(spec.path).st_size
-    except OSError:
-        return None
+    size = spec.size
+    if size is None:
+        try:
+            size = os.stat(spec.path).st_size
+        except OSError:
+            return None
     return size if size <= SMALL_SHARD_BYTES else None
 
 
