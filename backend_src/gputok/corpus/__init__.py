@@ -17,8 +17,11 @@ and the driver writes ``manifest.json`` (all entries plus totals). See docs/corp
 Crash safety: every file is written to ``NAME.<ext>.tmp-<pid>-<rand>-<n>`` (unique per task and
 file, also among the tasks one worker process runs at once), fsynced and renamed; the entry
 ``NAME.json`` is written last the same way, after the old one was removed, and the directory
-fsync after its rename makes all three renames durable. Shard files start their writeback
-while they are written (WRITEBACK_BYTES), so the fsync at a shard's end waits for its tail. A shard counts as done only when its entry exists and both files match the entry's
+fsync after its rename makes all three renames durable. Shard files written through a
+shard's own pipeline start their writeback while they are written (WRITEBACK_BYTES), so the
+fsync at a shard's end waits for its tail; small shards joined into one tokenizer call are
+written whole, all of the call's files in one native call (files.write_shards), in the same
+order. A shard counts as done only when its entry exists and both files match the entry's
 sizes and hashes, so a worker killed mid-shard leaves nothing that looks complete; a restart
 re-hashes (on the workers) and skips what verifies, and redoes the rest.
 
