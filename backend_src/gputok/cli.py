@@ -130,7 +130,7 @@ def _add_corpus_cluster_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="shards each local worker (or this process, in process) tokenizes at once, "
         "sharing its tokenizer (default: min(4, cores / (GPUs x workers per GPU)) on GPU "
-        "workers, min(8, cores / 2) in process on a GPU, or every task up to the cores where "
+        "workers, min(12, 3/4 of the cores) in process on a GPU, or every task up to the cores where "
         "each is one shard, 1 on the CPU)",
     )
     p.add_argument(

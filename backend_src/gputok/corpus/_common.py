@@ -48,7 +48,7 @@ MAX_GPU_THREADS_PER_WORKER = 4
 
 # Shards a run in this process (no cluster) tokenizes at once on one GPU at most; see
 # default_in_process_threads.
-MAX_IN_PROCESS_GPU_THREADS = 8
+MAX_IN_PROCESS_GPU_THREADS = 12
 
 
 # Worker processes per GPU of a local cluster at most; see default_workers_per_gpu.

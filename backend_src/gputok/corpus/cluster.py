@@ -94,16 +94,23 @@ def default_threads_per_worker(
 
 def default_in_process_threads(gpus: int, cores: int | None = None) -> int:
     """Shards a run in this process (no cluster) tokenizes at once by default: on a GPU,
-    min(MAX_IN_PROCESS_GPU_THREADS, cores / 2), at least 1; on the CPU, 1 (each call on
-    every core). One process has one GPU tokenizer and one interpreter for every shard's
+    min(MAX_IN_PROCESS_GPU_THREADS, 3/4 of the cores), at least 1; on the CPU, 1 (each call
+    on every core). One process has one GPU tokenizer and one interpreter for every shard's
     reading, packing and hashing, so it needs more shards in flight than one of a cluster's
     workers to keep the GPU busy. H100, 16-core host, 2026-11-27 (bench_corpus_e2e.py, every
     output exact): 4 / 8 / 16 shards at once took 5.88 / 4.98 / 5.19 s for 10 GB of Parquet
-    in 100 MB shards and 2.05 / 1.68 / 1.77 s for 1 GB of JSONL in 20 MB shards."""
+    in 100 MB shards and 2.05 / 1.68 / 1.77 s for 1 GB of JSONL in 20 MB shards. Since the
+    joined call's writer gives the GIL up once (write_files.h), more pay: H200 hosts, 16
+    cores, 2026-11-29 (bench_corpus_ab.py, medians of 4-5 alternated rounds, three machines),
+    8 / 12 at once: JSONL in 1 MB shards 0.96 / 0.88 s and 1.22 / 1.12, in 4 MB 0.82 / 0.79,
+    in 20 MB 0.96 / 0.92; text 1 MB 0.81 / 0.79 and 0.87 / 0.86, 100 MB 0.89 / 0.86; Parquet
+    1 MB 0.99 / 1.01, 4 MB 0.94 / 0.89, 100 MB 0.91 / 0.91, 10 GB in 100 MB 4.16 / 4.22 (the
+    same within its rounds' spread); 4 and 6 were slower than 8 everywhere, 16 was like 12
+    (bench/results/2026-11-29-corpus-writer-h200.md). Other core counts: unmeasured."""
     if gpus <= 0:
         return 1
     cores = cores or _cpu_count()
-    return max(1, min(MAX_IN_PROCESS_GPU_THREADS, cores // 2))
+    return max(1, min(MAX_IN_PROCESS_GPU_THREADS, 3 * cores // 4))
 
 
 # H100, 16-core host, 2026-11-28, 1 GB in 10 shards of 100 MB, 8 / 10 / 16 at once (medians

@@ -10,7 +10,7 @@ num_threads: gputok CPU threads per tokenizer call (None: cores / (workers x thr
 worker) on a local cluster, else 0 = all cores, calls taking turns on the pool).
 threads_per_worker: shards each local worker tokenizes at once, sharing its tokenizer
 (None: default_threads_per_worker: up to 4 on GPU workers, 1 on CPU workers; in process,
-default_in_process_threads: up to 8 on a GPU; a given client or scheduler keeps its
+default_in_process_threads: up to 12 on a GPU; a given client or scheduler keeps its
 workers' threads). workers_per_gpu: local worker processes
 per GPU, each with its own tokenizer on that GPU (None: default_workers_per_gpu, up to 4:
 a GPU's host-side work, Parquet decoding, packing, hashing, then runs in several
