@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "parquet.h"
+#include "paths.h"
 
 namespace gputok {
 
@@ -61,7 +62,7 @@ int64_t chunk_start(const ParquetColumnChunkMeta& c) {
 ParquetFileRead parquet_read_file(const std::string& path, const std::string& column,
                                   int64_t group_limit, int64_t max_out, int64_t max_rows) {
   ParquetFileRead r;
-  if (path.empty() || path.find('\0') != std::string::npos || group_limit < 0) return r;
+  if (unusable_path(path) || group_limit < 0) return r;
   const File f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   struct stat st{};
   if (f.fd < 0 || ::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 12) return r;

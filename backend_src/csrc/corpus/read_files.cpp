@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "../huge_pages.h"
+#include "paths.h"
 #include "split.h"
 
 namespace gputok {
@@ -26,7 +27,7 @@ struct Fd {
 
 int read_file_append(const std::string& path, std::vector<uint8_t>& out, size_t limit,
                      int64_t& mtime) {
-  if (path.empty() || path.find('\0') != std::string::npos) return EINVAL;
+  if (unusable_path(path)) return EINVAL;
   const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) return errno;
   struct stat st{};

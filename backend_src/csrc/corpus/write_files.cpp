@@ -9,11 +9,11 @@
 #include <climits>
 #include <cstdio>
 
+#include "paths.h"
+
 namespace gputok {
 
 namespace {
-
-bool bad_path(const std::string& p) { return p.empty() || p.find('\0') != std::string::npos; }
 
 // Every byte of parts, in order, in as few writev calls as the kernel takes: 0 or an errno.
 int write_all(int fd, const std::vector<OutBytes>& parts) {
@@ -43,7 +43,7 @@ int write_all(int fd, const std::vector<OutBytes>& parts) {
 // Creates f.tmp, writes its parts, fsyncs when asked and closes it: 0 or an errno (the tmp
 // file removed again on a failure after its creation).
 int write_tmp(const OutFile& f, bool fsync) {
-  if (bad_path(f.tmp) || bad_path(f.final_path)) return EINVAL;
+  if (unusable_path(f.tmp) || unusable_path(f.final_path)) return EINVAL;
   const int fd = ::open(f.tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) return errno;
   int err = write_all(fd, f.parts);

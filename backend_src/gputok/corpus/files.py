@@ -214,11 +214,7 @@ class _HashedFile:
             os.fsync(self.fd)
         fd, self.fd = self.fd, -1
         os.close(fd)
-        return {
-            "file": os.path.basename(self.final),
-            "bytes": self.size,
-            self.algorithm: self.h.hexdigest(),
-        }
+        return _record(self.final, self.size, self.algorithm, self.h)
 
     def abort(self) -> None:
         if self.fd >= 0:
@@ -229,14 +225,19 @@ class _HashedFile:
             os.unlink(self.tmp)
 
 
+def _record(final: str, size: int, algorithm: str, hasher) -> dict:
+    """A shard file's manifest record: its name, size and digest."""
+    return {"file": os.path.basename(final), "bytes": size, algorithm: hasher.hexdigest()}
+
+
 def file_record(final: str, buffers, algorithm: str) -> dict:
     """The manifest record of a file that will hold ``buffers`` (bytes-like), as
-    _HashedFile.finish makes it."""
+    _HashedFile.finish makes it for the file it wrote."""
     h, size = new_hasher(algorithm), 0
     for b in buffers:
         h.update(b)
         size += memoryview(b).nbytes
-    return {"file": os.path.basename(final), "bytes": size, algorithm: h.hexdigest()}
+    return _record(final, size, algorithm, h)
 
 
 def write_shards(shards: list, *, fsync: bool) -> list:

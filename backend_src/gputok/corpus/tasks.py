@@ -124,17 +124,14 @@ def tokenize_group(specs: Sequence[ShardSpec]) -> list[dict]:
         return []
     done: dict[str, dict] = {}
     small, small_sizes = [], []
-    digests: dict = {}  # the task's shards share their settings: one digest, not one a shard
+    sha = None  # a task's shards share the run's settings (tokenize_joined writes one sha)
     for spec in specs:
         size = _joinable_size(spec)
         if size is None:
             continue
         try:
-            settings = _settings(spec)
-            key = repr(settings)
-            if key not in digests:
-                digests[key] = settings_digest(settings)
-            kept = resume_or_clear(spec, digests[key])
+            sha = sha or settings_digest(_settings(spec))
+            kept = resume_or_clear(spec, sha)
         except Exception:  # noqa: BLE001 - tokenize_shard meets it again and names it
             continue
         if kept is not None:
