@@ -6,7 +6,8 @@ Not a test. Inputs are bench_corpus_e2e.py's (the diverse bench corpus, repeated
 configuration is written once; then, for each round, every variant runs ``python -m gputok
 corpus`` on it as a fresh process (start-up included, ``--no-fsync``, outputs removed between
 runs), in an order that alternates by round. A variant is NAME=PYTHONPATH[:EXTRA ARGS], where
-EXTRA ARGS are more ``gputok corpus`` arguments separated by spaces.
+EXTRA ARGS are more ``gputok corpus`` arguments separated by spaces. A configuration is
+[CORPUS:]FORMAT:GB:SHARD_MB, CORPUS being bench_corpus_e2e.py's (diverse, the default, or code).
 
     python3 bench/bench_corpus_ab.py --variant after=backend_src \\
         --variant before=.before/backend_src --configs parquet:1:1,jsonl:1:20 --rounds 3
@@ -49,17 +50,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variant", action="append", required=True, help="NAME=PYTHONPATH[:ARGS]")
     ap.add_argument("--configs", default="parquet:1:1,jsonl:1:20,text:1:100",
-                    help="format:GB:shard MB, comma separated")  # fmt: skip
+                    help="[corpus:]format:GB:shard MB, comma separated; corpus: diverse "
+                         "(the default) or code")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work-dir", default="/dev/shm/gputok-ab")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     variants = [_variant(v) for v in args.variant]
-    docs = e2e.load_docs("diverse")
+    docs_of: dict[str, list[str]] = {}
     work = Path(args.work_dir)
     rows = []
     for cfg in filter(None, args.configs.split(",")):
-        fmt, gb, mb = cfg.split(":")
+        *corpus, fmt, gb, mb = cfg.split(":")
+        corpus_name = corpus[0] if corpus else "diverse"
+        if corpus_name not in docs_of:
+            docs_of[corpus_name] = e2e.load_docs(corpus_name)
+        docs = docs_of[corpus_name]
         in_dir = work / "in"
         paths, _, text = e2e.write_inputs(in_dir, fmt, docs, int(float(gb) * 1e9),
                                           int(float(mb) * e2e.MB))  # fmt: skip
@@ -69,9 +75,8 @@ def main(argv=None) -> int:
             for name, path, extra in order:
                 got = _run(in_dir, work / "out", fmt, path, extra)
                 times[name].append(got["wall_s"])
-                e2e.log(
-                    f"{cfg} round {r + 1} {name}: {got['wall_s']:.2f} s ({got['summary'][-90:]})"
-                )
+                summary = got["summary"][got["summary"].find("text in") :].split("; manifest")[0]
+                e2e.log(f"{cfg} round {r + 1} {name}: {got['wall_s']:.2f} s ({summary})")
         row = {"config": cfg, "shards": len(paths), "text_bytes": text, "seconds": times}
         rows.append(row)
         meds = {k: statistics.median(v) for k, v in times.items()}
