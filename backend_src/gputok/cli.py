@@ -94,7 +94,9 @@ def _add_corpus_cluster_arguments(p: argparse.ArgumentParser) -> None:
         "--device",
         choices=("auto", "cpu", "cuda"),
         default="auto",
-        help="tokenize on the GPU where usable (auto), or force cpu / cuda (default: auto)",
+        help="tokenize on the GPU where usable, but for a run in process of under ~64 MB of "
+        "text, which the CPU finishes before a GPU has started (auto); or force cpu / cuda "
+        "(default: auto)",
     )
     p.add_argument(
         "--scheduler",

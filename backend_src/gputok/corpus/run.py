@@ -33,7 +33,10 @@ earlier keep the digest they were written with, and a resume checks that one.
 in_process: True runs the tasks on threads of this process with no Dask cluster, False on a
 cluster; None (default) in process when no client, scheduler, n_workers, workers_per_gpu or
 processes=False is given and the input files hold fewer than in_process_below bytes
-(tasks.IN_PROCESS_BELOW_BYTES). task_bytes: consecutive shards smaller than this are grouped
+(tasks.IN_PROCESS_BELOW_BYTES). cpu_below: a run in process with device "auto" whose inputs
+hold about fewer bytes of text than this goes to the CPU path and starts no GPU (None:
+tasks.default_cpu_below, 4 MB a core up to 64 MB; 0: never; Parquet files count 2x their
+size, compressed ones 4x). task_bytes: consecutive shards smaller than this are grouped
 into one task (tasks.group_specs; 0: one task per shard); each keeps its own output and entry.
 """
 
@@ -56,7 +59,7 @@ from .readers import check_field_sample
 from .runners import _building, _run_here, _run_on_cluster, _TaskPlan
 from .shard import _remove_stale_all, sum_stages
 from .spec import ShardSpec
-from .tasks import DEFAULT_TASK_BYTES, IN_PROCESS_BELOW_BYTES
+from .tasks import DEFAULT_TASK_BYTES, IN_PROCESS_BELOW_BYTES, default_cpu_below, text_estimate
 
 
 @dataclasses.dataclass
@@ -174,6 +177,7 @@ def tokenize_corpus(
     hash: str = DEFAULT_HASH,  # noqa: A002 - mirrors the CLI option
     in_process: bool | None = None,
     in_process_below: int = IN_PROCESS_BELOW_BYTES,
+    cpu_below: int | None = None,
     task_bytes: int = DEFAULT_TASK_BYTES,
     log: Callable[[str], None] | None = None,
     _fault: dict | None = None,
@@ -187,16 +191,13 @@ def tokenize_corpus(
     base, paths, fmt, names = plan_shards(inputs, format, exclude=out_dir)
     sizes = [_file_size(p) for p in paths]
     opts = _ClusterOptions(
-        scheduler=scheduler,
-        n_workers=n_workers,
-        processes=processes,
-        device=device,
-        dashboard=dashboard,
-        log=log,
-        threads_per_worker=threads_per_worker,
+        scheduler=scheduler, n_workers=n_workers, processes=processes, device=device,
+        dashboard=dashboard, log=log, threads_per_worker=threads_per_worker,
         workers_per_gpu=workers_per_gpu,
-    )
+    )  # fmt: skip
     here = _choose_in_process(in_process, in_process_below, client, opts, sum(sizes))
+    device = _small_run_device(device, here, cpu_below, text_estimate(paths, sizes, fmt), log)
+    opts = dataclasses.replace(opts, device=device)
     # In process, the tokenizer builds while the run checks its inputs and reads its first
     # shards (start_tokenizer).
     with _building(here and bool(paths), device) as build:
@@ -231,6 +232,21 @@ def _file_size(path: str) -> int:
         return os.stat(path).st_size
     except OSError:
         return 0
+
+
+def _small_run_device(device: str, here: bool, cpu_below: int | None, text: int, log) -> str:
+    """The device of a run: "cpu" for device="auto" in process with about ``text`` bytes of
+    text below ``cpu_below`` (None: tasks.default_cpu_below: there a GPU's start-up costs
+    more than it saves, and none is started), else ``device``."""
+    cpu_below = default_cpu_below() if cpu_below is None else int(cpu_below)
+    if device != "auto" or not here or text >= cpu_below:
+        return device
+    log(
+        f"on the CPU path: the inputs hold about {text / 1e6:.1f} MB of text, under "
+        f"{cpu_below / 1e6:.0f} MB, where a GPU's start-up costs more than it saves "
+        "(--device cuda for the GPU)"
+    )
+    return "cpu"
 
 
 def _choose_in_process(

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 
+from ._common import _cpu_count
 from .group import SMALL_SHARD_BYTES, tokenize_joined
 from .manifest import _settings, settings_digest
 from .shard import (
@@ -60,6 +61,41 @@ DEFAULT_TASK_BYTES = 64 << 20
 # somewhere past 30 GB, which was not measured; above 16 GiB the cluster takes over, as it also
 # spreads over more GPUs and hosts.
 IN_PROCESS_BELOW_BYTES = 16 << 30
+
+# device="auto" in process runs on the CPU path below this much text per core (at most
+# CPU_BELOW_MAX_BYTES in all), where the GPU's start-up (the driver and context, ~0.25 s of a
+# run) costs more than the GPU saves. H200, 16-core host, 2026-11-29 (`bench_corpus_ab.py
+# --variant auto=backend_src --variant cpu=backend_src:--device cpu`, medians of 3 whole
+# commands, bench/results/2026-11-29-corpus-small-runs-h200.md), auto / cpu, s: 100 KB 0.51 /
+# 0.33, 10 MB 0.51 / 0.39, 50 MB 0.57 / 0.46 (code 0.60 / 0.44), 100 MB 0.55 / 0.66 (code 0.60
+# / 0.50, Parquet 0.66 / 0.77, text 0.58 / 0.68), 200 MB 0.61 / 0.91 and up: the GPU. Fewer
+# cores make the CPU path slower, so the bound shrinks with them (unmeasured below 16).
+CPU_BELOW_BYTES_PER_CORE = 4 << 20
+CPU_BELOW_MAX_BYTES = 64 << 20
+# Input files whose text is larger than their bytes count this many times their size:
+# Parquet files 2 (snappy: the bench corpus's text is 2.0x its files, the code corpus's
+# 2.7-4.2x; at 2, 100 MB of the bench corpus's text, where the GPU was faster, stays there),
+# .gz/.bz2/.xz files 4 (unmeasured: JSON text often compresses 3-5x).
+PARQUET_TEXT_RATIO = 2
+COMPRESSED_TEXT_RATIO = 4
+
+
+def default_cpu_below(cores: int | None = None) -> int:
+    """device="auto"'s bound for a run in process: text below it goes to the CPU path."""
+    return min(CPU_BELOW_MAX_BYTES, CPU_BELOW_BYTES_PER_CORE * (cores or _cpu_count()))
+
+
+def text_estimate(paths: Sequence[str], sizes: Sequence[int], fmt: str) -> int:
+    """About how much text input files of ``sizes`` bytes hold, from their sizes alone:
+    Parquet files count PARQUET_TEXT_RATIO times theirs, compressed ones COMPRESSED_TEXT_RATIO."""
+    from .discovery import _split_ext
+
+    def ratio(path: str) -> int:
+        if fmt == "parquet":
+            return PARQUET_TEXT_RATIO
+        return COMPRESSED_TEXT_RATIO if _split_ext(path)[1] else 1
+
+    return sum(size * ratio(path) for path, size in zip(paths, sizes, strict=True))
 
 
 def group_specs(
