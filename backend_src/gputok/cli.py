@@ -122,8 +122,9 @@ def _add_corpus_cluster_arguments(p: argparse.ArgumentParser) -> None:
         "--threads",
         type=int,
         default=None,
-        help="gputok CPU threads per tokenizer call (default: cores / (workers x "
-        "threads per worker) on a local cluster, else all cores)",
+        help="gputok CPU threads per tokenizer call (default: cores / shards at once in "
+        "process, cores / (workers x threads per worker) on a local cluster, all cores on a "
+        "remote one)",
     )
     p.add_argument(
         "--threads-per-worker",
@@ -133,7 +134,8 @@ def _add_corpus_cluster_arguments(p: argparse.ArgumentParser) -> None:
         help="shards each local worker (or this process, in process) tokenizes at once, "
         "sharing its tokenizer (default: min(4, cores / (GPUs x workers per GPU)) on GPU "
         "workers, min(12, 3/4 of the cores) in process on a GPU, or every task up to the cores where "
-        "each is one shard, 1 on the CPU)",
+        "each is one shard; 1 on CPU workers, min(8, half the cores) in process on the CPU, "
+        "no more than the tasks)",
     )
     p.add_argument(
         "--no-processes",

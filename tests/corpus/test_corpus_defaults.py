@@ -25,7 +25,13 @@ def test_default_in_process_threads():
     """A run in this process keeps more shards in flight on a GPU than one cluster worker
     does (4): 12 measured best on 16-core H200 hosts (2026-11-29; 8 before the joined call's
     writer gave the GIL up once, on the H100 host, 2026-11-27)."""
-    assert C.default_in_process_threads(0, 64) == 1  # the CPU: one shard, every core a call
+    # The CPU: half the cores, at most 8 (H200 host, 2026-11-29: 200 MB in 1 MB shards 0.80
+    # -> 0.66 s against one shard at a time on every core).
+    assert C.default_in_process_threads(0, 64) == C.MAX_IN_PROCESS_CPU_THREADS == 8
+    assert C.default_in_process_threads(0, 16) == 8
+    assert C.default_in_process_threads(0, 6) == 3
+    assert C.default_in_process_threads(0, 2) == 1
+    assert C.default_in_process_threads(0, 1) == 1
     assert C.default_in_process_threads(1, 16) == 12
     assert C.default_in_process_threads(1, 64) == C.MAX_IN_PROCESS_GPU_THREADS == 12
     assert C.default_in_process_threads(1, 6) == 4
@@ -36,13 +42,14 @@ def test_a_run_in_process_takes_the_in_process_default(tmp_path, monkeypatch):
     """_run_here asks default_in_process_threads, not the cluster workers' rule."""
     import gputok.corpus.runners as run_mod
 
-    shard = tmp_path / "in" / "a.jsonl"
-    shard.parent.mkdir()
-    shard.write_text(json.dumps({"text": "hello world"}) + "\n")
+    d = tmp_path / "in"
+    d.mkdir()
+    for k in range(6):  # tasks enough for 3 at once (the CPU runs no more than the tasks)
+        (d / f"s{k}.jsonl").write_text(json.dumps({"text": f"hello world {k}"}) + "\n")
     monkeypatch.setattr(run_mod, "default_in_process_threads", lambda gpus: 3)
     lines: list[str] = []
     C.tokenize_corpus(
-        [str(shard)],
+        [str(d)],
         str(tmp_path / "out"),
         in_process=True,
         progress=False,
@@ -77,4 +84,9 @@ def test_in_process_threads_run_a_few_large_shards_in_one_round():
     assert in_process_threads(8, 1, alone(17), cores=16) == 8  # more than one round anyway
     assert in_process_threads(8, 1, alone(5), cores=16) == 8
     assert in_process_threads(8, 1, [["a", "b"]] * 10, cores=16) == 8  # grouped
-    assert in_process_threads(1, 0, alone(10), cores=16) == 1  # the CPU: one call on every core
+    assert in_process_threads(1, 0, alone(10), cores=16) == 1  # the CPU: told 1
+    # The CPU: no more at once than the tasks, which then share the cores (3 shards of 100 MB
+    # of Parquet: 1.29 s one at a time, 1.48 with 8 threads of 2 cores, 3 of them busy).
+    assert in_process_threads(8, 0, alone(3), cores=16) == 3
+    assert in_process_threads(8, 0, alone(20), cores=16) == 8
+    assert in_process_threads(8, 0, [["a", "b"]] * 16, cores=16) == 8

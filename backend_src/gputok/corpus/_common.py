@@ -49,6 +49,12 @@ MAX_GPU_THREADS_PER_WORKER = 4
 # Shards a run in this process (no cluster) tokenizes at once on one GPU at most; see
 # default_in_process_threads.
 MAX_IN_PROCESS_GPU_THREADS = 12
+# ... and on the CPU path. H200 host, 16 cores, 2026-11-29 (bench_corpus_ab.py --device cpu
+# with 1 / 2 / 4 / 8 shards at once, medians of 3; bench/results/2026-11-29-corpus-cpu-threads-
+# h200.md): 200 MB in 1 MB shards, JSONL 0.80 / 0.92 / 0.80 / 0.66 s, Parquet 0.82 / 0.85 /
+# 0.79 / 0.73; code Parquet in 10 shards of 20 MB 0.58 / 0.61 / 0.62 / 0.50; 3 shards of 100
+# MB (where 8 at once leaves cores idle) Parquet 1.29 / 1.06 / 1.19 / 1.48.
+MAX_IN_PROCESS_CPU_THREADS = 8
 
 
 # Worker processes per GPU of a local cluster at most; see default_workers_per_gpu.

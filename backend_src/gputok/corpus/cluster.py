@@ -13,6 +13,7 @@ from collections.abc import Callable
 from ._common import (
     MAX_GPU_THREADS_PER_WORKER,
     MAX_GPU_WORKERS_PER_GPU,
+    MAX_IN_PROCESS_CPU_THREADS,
     MAX_IN_PROCESS_GPU_THREADS,
     _cpu_count,
 )
@@ -94,8 +95,9 @@ def default_threads_per_worker(
 
 def default_in_process_threads(gpus: int, cores: int | None = None) -> int:
     """Shards a run in this process (no cluster) tokenizes at once by default: on a GPU,
-    min(MAX_IN_PROCESS_GPU_THREADS, 3/4 of the cores), at least 1; on the CPU, 1 (each call
-    on every core). One process has one GPU tokenizer and one interpreter for every shard's
+    min(MAX_IN_PROCESS_GPU_THREADS, 3/4 of the cores), at least 1; on the CPU,
+    min(MAX_IN_PROCESS_CPU_THREADS, half the cores), at least 1, each call on cores / shards
+    at once (in_process_threads: no more than the tasks). One process has one GPU tokenizer and one interpreter for every shard's
     reading, packing and hashing, so it needs more shards in flight than one of a cluster's
     workers to keep the GPU busy. H100, 16-core host, 2026-11-27 (bench_corpus_e2e.py, every
     output exact): 4 / 8 / 16 shards at once took 5.88 / 4.98 / 5.19 s for 10 GB of Parquet
@@ -107,9 +109,9 @@ def default_in_process_threads(gpus: int, cores: int | None = None) -> int:
     1 MB 0.99 / 1.01, 4 MB 0.94 / 0.89, 100 MB 0.91 / 0.91, 10 GB in 100 MB 4.16 / 4.22 (the
     same within its rounds' spread); 4 and 6 were slower than 8 everywhere, 16 was like 12
     (bench/results/2026-11-29-corpus-writer-h200.md). Other core counts: unmeasured."""
-    if gpus <= 0:
-        return 1
     cores = cores or _cpu_count()
+    if gpus <= 0:
+        return max(1, min(MAX_IN_PROCESS_CPU_THREADS, cores // 2))
     return max(1, min(MAX_IN_PROCESS_GPU_THREADS, 3 * cores // 4))
 
 
@@ -123,10 +125,13 @@ def in_process_threads(base: int, gpus: int, groups: list, cores: int | None = N
     ``base`` by default (default_in_process_threads). On a GPU, where every task is one
     shard and they are more than ``base`` but no more than the cores: all of them (one
     round, no tail of a few large shards running alone). Grouped shards need no such rule:
-    group_specs makes two tasks or more a thread."""
+    group_specs makes two tasks or more a thread. On the CPU no more than the tasks, so that
+    the cores are shared among those that run (3 shards of 100 MB: 3 at once on 5 cores each)."""
     cores = cores or _cpu_count()
+    if gpus <= 0:
+        return max(1, min(base, len(groups)))
     one_each = all(len(g) == 1 for g in groups)
-    return len(groups) if gpus > 0 and one_each and base < len(groups) <= cores else base
+    return len(groups) if one_each and base < len(groups) <= cores else base
 
 
 @dataclasses.dataclass(frozen=True)
