@@ -101,3 +101,13 @@ def test_cpu_below_zero_keeps_the_gpu(tmp_path, gpu_host):
     )  # fmt: skip
     assert len(run.written) == 2
     assert "gpt2(auto)" in gpu_host and "cuda_available" in gpu_host
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "64", True])
+def test_a_bad_cpu_below_is_refused_before_any_work(tmp_path, bad):
+    with pytest.raises(ValueError, match="cpu_below must be None or bytes >= 0"):
+        C.tokenize_corpus(
+            _inputs(tmp_path), tmp_path / "out", in_process=True, progress=False,
+            log=lambda m: None, cpu_below=bad,
+        )  # fmt: skip
+    assert not list((tmp_path / "out").glob("*.bin"))

@@ -238,7 +238,10 @@ def _small_run_device(device: str, here: bool, cpu_below: int | None, text: int,
     """The device of a run: "cpu" for device="auto" in process with about ``text`` bytes of
     text below ``cpu_below`` (None: tasks.default_cpu_below: there a GPU's start-up costs
     more than it saves, and none is started), else ``device``."""
-    cpu_below = default_cpu_below() if cpu_below is None else int(cpu_below)
+    if cpu_below is None:
+        cpu_below = default_cpu_below()
+    elif isinstance(cpu_below, bool) or not isinstance(cpu_below, int) or cpu_below < 0:
+        raise ValueError(f"cpu_below must be None or bytes >= 0 (0: never), got {cpu_below!r}")
     if device != "auto" or not here or text >= cpu_below:
         return device
     log(
