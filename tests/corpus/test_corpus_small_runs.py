@@ -39,12 +39,20 @@ def test_parquet_files_count_twice_their_size_compressed_ones_four_times():
         ("cpu", True, 100, 10**9, "cpu"),
     ],
 )
-def test_which_runs_go_to_the_cpu(device, here, cpu_below, text, want):
+def test_which_runs_go_to_the_cpu(monkeypatch, device, here, cpu_below, text, want):
+    monkeypatch.setattr(run_mod, "_gpu_files", lambda: True)
     lines: list[str] = []
     assert run_mod._small_run_device(device, here, cpu_below, text, lines.append) == want
     assert bool(lines) == (want == "cpu" and device == "auto")
     if lines:
         assert "on the CPU path" in lines[0] and "--device cuda" in lines[0]
+
+
+def test_a_host_without_a_gpu_is_not_told_of_one(monkeypatch):
+    monkeypatch.setattr(run_mod, "_gpu_files", lambda: False)
+    lines: list[str] = []
+    assert run_mod._small_run_device("auto", True, 100, 1, lines.append) == "cpu"
+    assert lines == []
 
 
 @pytest.fixture
@@ -72,6 +80,7 @@ def gpu_host(monkeypatch):
             asked.append(f"start({device})")
 
     monkeypatch.setattr(gputok, "_start_device", start_device)
+    monkeypatch.setattr(run_mod, "_gpu_files", lambda: True)
     return asked
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
 import os
 import time
 from collections.abc import Callable
@@ -244,12 +245,18 @@ def _small_run_device(device: str, here: bool, cpu_below: int | None, text: int,
         raise ValueError(f"cpu_below must be None or bytes >= 0 (0: never), got {cpu_below!r}")
     if device != "auto" or not here or text >= cpu_below:
         return device
-    log(
-        f"on the CPU path: the inputs hold about {text / 1e6:.1f} MB of text, under "
-        f"{cpu_below / 1e6:.0f} MB, where a GPU's start-up costs more than it saves "
-        "(--device cuda for the GPU)"
-    )
+    if _gpu_files():  # where there is no GPU to skip, the choice goes unsaid
+        log(
+            f"on the CPU path: the inputs hold about {text / 1e6:.1f} MB of text, under "
+            f"{cpu_below / 1e6:.0f} MB, where a GPU's start-up costs more than it saves "
+            "(--device cuda for the GPU)"
+        )
     return "cpu"
+
+
+def _gpu_files() -> bool:
+    """Whether this host has NVIDIA device files (asking CUDA would start its driver)."""
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
 def _choose_in_process(
