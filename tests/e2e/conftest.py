@@ -110,10 +110,15 @@ def protocol(request) -> str:
 
 @pytest.fixture
 def client(triton, protocol):
+    """A client closed at the test's end, on this thread: left to the garbage collector, the
+    HTTP connections a test's worker threads opened were once closed from another thread,
+    where gevent has no loop (a PytestUnraisableExceptionWarning from tritonclient's
+    `__del__`, CI 2026-11-29)."""
     from gputok_client import GputokClient
 
     url = triton.http_url if protocol == "http" else triton.grpc_url
-    return GputokClient(url, protocol=protocol, retries=0)
+    with GputokClient(url, protocol=protocol, retries=0) as c:
+        yield c
 
 
 @pytest.fixture(autouse=True)
