@@ -186,7 +186,7 @@ def tokenize_corpus(
     """Tokenize every input shard, in this process or on a Dask cluster (the parameters: this
     module's doc; docs/corpus.md). Returns a CorpusRun; CorpusError names the failed shards."""
     log = log or (lambda msg: print(msg, flush=True))
-    _check_run_args(parquet_decoder, errors, hash, device, max_expansion)
+    _check_run_args(parquet_decoder, errors, hash, device, max_expansion, cpu_below)
     t_start = time.perf_counter()
     out_dir = os.path.abspath(os.fspath(out_dir))
     base, paths, fmt, names = plan_shards(inputs, format, exclude=out_dir)
@@ -241,8 +241,6 @@ def _small_run_device(device: str, here: bool, cpu_below: int | None, text: int,
     more than it saves, and none is started), else ``device``."""
     if cpu_below is None:
         cpu_below = default_cpu_below()
-    elif isinstance(cpu_below, bool) or not isinstance(cpu_below, int) or cpu_below < 0:
-        raise ValueError(f"cpu_below must be None or bytes >= 0 (0: never), got {cpu_below!r}")
     if device != "auto" or not here or text >= cpu_below:
         return device
     if _gpu_files():  # where there is no GPU to skip, the choice goes unsaid
@@ -275,8 +273,13 @@ def _choose_in_process(
 
 
 def _check_run_args(
-    parquet_decoder: str, errors: str, hash: str, device: str, max_expansion: float
-) -> None:  # noqa: A002
+    parquet_decoder: str,
+    errors: str,
+    hash: str,  # noqa: A002
+    device: str,
+    max_expansion: float,
+    cpu_below: int | None,
+) -> None:
     if not max_expansion >= 0:  # NaN too
         raise ValueError(f"max_expansion must be 0 (no limit) or more, got {max_expansion!r}")
     if parquet_decoder not in PARQUET_DECODERS:
@@ -288,6 +291,10 @@ def _check_run_args(
     new_hasher(hash)  # an unknown name, or xxhash missing here, fails before any work
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if cpu_below is not None and (
+        isinstance(cpu_below, bool) or not isinstance(cpu_below, int) or cpu_below < 0
+    ):
+        raise ValueError(f"cpu_below must be None or bytes >= 0 (0: never), got {cpu_below!r}")
 
 
 def _finish(

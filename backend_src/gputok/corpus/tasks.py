@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from ._common import _cpu_count
+from .discovery import _split_ext
 from .group import SMALL_SHARD_BYTES, tokenize_joined
 from .manifest import _settings, settings_digest
 from .shard import (
@@ -88,7 +89,6 @@ def default_cpu_below(cores: int | None = None) -> int:
 def text_estimate(paths: Sequence[str], sizes: Sequence[int], fmt: str) -> int:
     """About how much text input files of ``sizes`` bytes hold, from their sizes alone:
     Parquet files count PARQUET_TEXT_RATIO times theirs, compressed ones COMPRESSED_TEXT_RATIO."""
-    from .discovery import _split_ext
 
     def ratio(path: str) -> int:
         if fmt == "parquet":
