@@ -111,6 +111,18 @@ def test_a_server_that_never_came_up_is_not_retried():
     assert code == 1 and server.starts == 1, logs
 
 
+def test_a_crash_before_the_supervisor_saw_ready_is_restarted():
+    """Regression (CI, 2026-11-29): Triton answered ready to a client before the supervisor's
+    poll saw it, the client's request killed it (SIGSEGV), and gputok-serve took the crash
+    for a set-up error and stopped. A death by a signal is a crash whenever it comes."""
+    server = FakeServer(["kill -SEGV $$", "sleep 30"])
+    server.is_ready = lambda: server.starts > 1 and server.proc.poll() is None
+    code, logs = run_supervisor(server, FAST, stop_after=2.0)
+    assert code == 0 and server.starts == 2, logs
+    assert any("killed by SIGSEGV" in m for m in logs), logs
+    assert any(m.startswith("ready again") for m in logs), logs
+
+
 @pytest.fixture
 def region():
     """A fake Python-backend region in /dev/shm, removed afterwards whatever happens."""

@@ -83,7 +83,7 @@ class Supervisor:
                 self.server.start()
                 cause = self._wait_ready()
                 if cause is None and not self.stop.is_set():
-                    if ever_ready:
+                    if self.restarts:
                         self.log(f"ready again {time.monotonic() - t0:.1f} s after the restart")
                     ever_ready = True
                     if self.on_ready is not None:
@@ -91,8 +91,12 @@ class Supervisor:
                     cause = self._watch()
                 if cause is None:  # asked to stop
                     return 0
-                if not ever_ready:  # never came up: a set-up error, not a crash to retry
-                    code = self.server.proc.poll()
+                code = self.server.proc.poll()
+                if not ever_ready and not _killed(code):
+                    # Never came up and exited by itself (a model that does not load: exit 1)
+                    # or timed out: a set-up error, not a crash to retry. A signal is a crash
+                    # even here: Triton answers ready before our poll sees it, and a client's
+                    # request can kill it in between (CI, 2026-11-29).
                     self.server.stop(timeout=5)
                     self.log(cause)
                     return code or 1
@@ -110,6 +114,7 @@ class Supervisor:
             if self.server.proc.poll() is not None:
                 self.server._pump and self.server._pump.join(timeout=5)
                 return crash_cause(self.server.proc.returncode, "".join(self.server.tail))
+            self.server.track_shm()  # a crash before our poll sees it ready leaves regions too
             if self.server.is_ready():
                 self.server.track_shm()
                 return None
@@ -161,6 +166,11 @@ class Supervisor:
         self.log(f"restarting tritonserver in {delay:g} s (restart {self.restarts})")
         self.stop.wait(delay)
         return None
+
+
+def _killed(code: int | None) -> bool:
+    """Whether tritonserver died of a signal (a crash), not by its own exit or not at all."""
+    return code is not None and code < 0
 
 
 def _alive(pid: int) -> bool:
