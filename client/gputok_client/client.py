@@ -74,9 +74,7 @@ class GputokClient:
         """Close every connection this object opened (any thread's)."""
         with self._lock:
             clients, self._all = self._all, []
-        for c in clients:
-            with contextlib.suppress(Exception):  # closing is best effort
-                c.close()
+        _close(clients)
 
     def __enter__(self) -> GputokClient:
         return self
@@ -95,8 +93,10 @@ class GputokClient:
             else:
                 c = self.m.InferenceServerClient(self.url)
             self._local.client = c
+            # a tokenize_rows pool thread's connection is that call's, closed when it ends
+            owner = getattr(self._local, "opened", None)
             with self._lock:
-                self._all.append(c)
+                (self._all if owner is None else owner).append(c)
         return c
 
     def _input(self, name: str, arr: np.ndarray, dtype: str):
@@ -264,14 +264,32 @@ class GputokClient:
                 progress(sum(plan.pieces[i][2] - plan.pieces[i][1] for i in group))
             return ids
 
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            results = list(pool.map(run, groups))  # map keeps the order of the pieces
+        # Each pool thread opens its own connection; they are closed once the pool's threads
+        # are gone. Until 2026-11-29 they were kept until close(): every call left its
+        # connections behind, and the garbage collector closing a tritonclient HTTP client off
+        # its thread printed gevent's "Exception ignored" lines.
+        opened: list = []
+
+        def own() -> None:
+            self._local.opened = opened
+
+        try:
+            with ThreadPoolExecutor(max(1, concurrency), initializer=own) as pool:
+                results = list(pool.map(run, groups))  # map keeps the order of the pieces
+        finally:
+            _close(opened)
         return plan.assemble([a for group in results for a in group])
 
     def tokenize_large(self, data: bytes, **kw) -> np.ndarray:
         """One large text as concurrent requests; the ids equal those of the whole text.
         Keywords as tokenize_rows."""
         return self.tokenize_rows([data], **kw)[0]
+
+
+def _close(clients: list) -> None:
+    for c in clients:
+        with contextlib.suppress(Exception):  # closing is best effort
+            c.close()
 
 
 def _locate(e: ClientError, plan: Plan, group: list[int]) -> ClientError:
