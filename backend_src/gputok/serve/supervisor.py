@@ -110,11 +110,14 @@ class Supervisor:
     def _wait_ready(self) -> str | None:
         """None once ready (or asked to stop), else why the server did not come up."""
         deadline = time.monotonic() + self.policy.ready_timeout_s
+        next_track = 0.0
         while not self.stop.is_set():
             if self.server.proc.poll() is not None:
                 self.server._pump and self.server._pump.join(timeout=5)
                 return crash_cause(self.server.proc.returncode, "".join(self.server.tail))
-            self.server.track_shm()  # a crash before our poll sees it ready leaves regions too
+            if time.monotonic() >= next_track:  # a crash before ready leaves regions too
+                self.server.track_shm()  # a walk of /proc: every poll_s, not every 0.1 s
+                next_track = time.monotonic() + self.policy.poll_s
             if self.server.is_ready():
                 self.server.track_shm()
                 return None
