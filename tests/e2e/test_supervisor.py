@@ -1,8 +1,9 @@
 """gputok-serve supervises tritonserver (docs/reliability.md, "Crash recovery"): each request
 below kills Triton 2.51 or one of its Python-backend stubs; gputok-serve must log the cause,
 free the shared-memory regions of the dead server, and be ready again within 30 s, serving
-exact ids. A crash loop gives up with exit code 4. A SIGKILLed gputok-serve leaves no server,
-no region and no folder behind. One real server per module, on 127.0.0.1 with free ports."""
+exact ids, even when the request comes the moment Triton answers ready. A crash loop gives up
+with exit code 4. A SIGKILLed gputok-serve leaves no server, no region and no folder behind.
+One real server per module (and one per test that needs its own), on 127.0.0.1, free ports."""
 
 from __future__ import annotations
 
@@ -121,5 +122,32 @@ def test_sigkill_of_gputok_serve_leaves_nothing(tmp_path):
         assert not Path(f"/proc/{pid}").exists(), "tritonserver outlived gputok-serve"
         assert not [r for r in regions if (Path("/dev/shm") / r).exists()], "regions leaked"
         assert set(tmp_root.glob("gputok-triton-*")) <= folders, "a /tmp folder was left"
+    finally:
+        s.close()
+
+
+def test_regression_stub_killed_as_soon_as_ready_is_survived(tmp_path, ref):
+    """A stub killed the moment Triton answers ready, before gputok-serve first listed the
+    stubs, was never seen dead (its zombie has no command line): Triton kept answering ready
+    while every detokenizer request failed. Against that code (2026-11-29) this test failed 2
+    of 4 runs, as the race fell; it passes every run now. The deterministic twin is
+    tests/serving/test_serve_supervisor.py::test_a_stub_dead_before_the_first_look_is_seen."""
+    s = Served(tmp_path)
+    try:
+        deadline = time.monotonic() + 300
+        while not s.ready():
+            assert s.proc.poll() is None, s.text()[-3000:]
+            assert time.monotonic() < deadline, "not ready"
+            time.sleep(0.005)
+        t0 = time.monotonic()
+        print(f"attack answered: {grpc_stub_killer(s.grpc)}")
+        while "ready again" not in s.text() and time.monotonic() - t0 < READY_AGAIN_S:
+            assert s.proc.poll() is None, s.text()[-3000:]
+            time.sleep(0.1)
+        assert "ready again" in s.text(), s.text()[-3000:]
+        from gputok_client import GputokClient
+
+        with GputokClient(f"grpc://127.0.0.1:{s.grpc}", retries=0) as c:
+            assert c.detokenize([ref.encode_ordinary("back again")]) == ["back again"]
     finally:
         s.close()

@@ -4,6 +4,7 @@ blanking the key in a child's command line. The real crashes are in tests/e2e/te
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gputok import _triton_env as te
-from gputok.serve import cli, shm
+from gputok.serve import cli, procs, shm, supervisor
 from gputok.serve.supervisor import EXIT_CRASH_LOOP, RestartPolicy, Supervisor, crash_cause
 
 
@@ -121,6 +122,31 @@ def test_a_crash_before_the_supervisor_saw_ready_is_restarted():
     assert code == 0 and server.starts == 2, logs
     assert any("killed by SIGSEGV" in m for m in logs), logs
     assert any(m.startswith("ready again") for m in logs), logs
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux /proc")
+def test_a_stub_dead_before_the_first_look_is_seen():
+    """Regression: a stub killed before the supervisor first listed the stubs (a client can
+    reach Triton as soon as it is ready) is a zombie with an empty command line; it was not
+    listed, so its death was never seen and Triton kept answering ready. Measured on Triton
+    2.51: a SIGKILLed stub stays a zombie named triton_python_b."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import ctypes; ctypes.CDLL(None).prctl(15, b'triton_python_b', 0, 0, 0)",
+        ]
+    )
+    try:
+        stat = Path(f"/proc/{child.pid}/stat")
+        deadline = time.monotonic() + 30
+        while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child never became a zombie"
+            time.sleep(0.01)
+        assert procs.stub_processes(os.getpid()) == {child.pid: procs.DEAD_STUB}
+        assert not supervisor._alive(child.pid)
+    finally:
+        child.wait()
 
 
 @pytest.fixture

@@ -64,15 +64,25 @@ def process_group(pgid: int) -> list[int]:
     return [int(entry.name) for entry, _, group in _processes() if group == pgid]
 
 
+STUB_COMM = "triton_python_b"  # the stub's name as /proc/PID/comm keeps it (15 bytes)
+DEAD_STUB = "unknown (a stub found dead)"
+
+
 def stub_processes(server_pid: int) -> dict[int, str]:
     """{pid: model} of the Python-backend stubs that tritonserver `server_pid` started (Linux
-    /proc; empty elsewhere). The stub's command line names the model's folder."""
+    /proc; empty elsewhere). The stub's command line names the model's folder. A stub that
+    died is a zombie Triton 2.51 never reaps, with an empty command line: it is listed by its
+    name, as DEAD_STUB, so a stub killed before the supervisor first looks (a client can
+    reach Triton as soon as it is ready) is still seen dead."""
     out: dict[int, str] = {}
     for entry, ppid, _ in _processes():
         if ppid != server_pid:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if argv == [b""] and (entry / "comm").read_text().strip() == STUB_COMM:
+                out[int(entry.name)] = DEAD_STUB
+                continue
         except OSError:
             continue
         if argv and argv[0].endswith(b"triton_python_backend_stub"):
