@@ -16,10 +16,11 @@
 # gputok-serve does; -e GPUTOK_ISOLATE_REQUESTS=0 batches them: docs/reliability.md).
 #
 # --restart: Triton 2.51 can be crashed by one malformed request (docs/reliability.md). The
-# entry point execs tritonserver, so a crash ends the container and Docker starts it again
-# (outside Docker, gputok-serve restarts the server itself; docs/reliability.md has a systemd
-# unit for gputok-serve). Request isolation is gputok-serve's: this image serves the tokenizer
-# batched (docs/reliability.md, "request isolation").
+# entry point (gputok.serve.container, PID 1) runs tritonserver and exits with its code, so a
+# crash ends the container and Docker starts it again; a Python-backend stub that dies (Triton
+# keeps answering ready, its model failing every request) makes it stop tritonserver and exit
+# with 3, for the same restart. Outside Docker, gputok-serve restarts the server itself
+# (docs/reliability.md has a systemd unit for it).
 #
 # Inside the container the server listens on all interfaces (or published ports would not
 # work); the -p 127.0.0.1:... mappings keep it reachable from this host only, like gputok-serve.

@@ -5,6 +5,7 @@ the image's (no Docker here): it prints a line, records its environment, and wai
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -25,12 +26,14 @@ time.sleep(60)
 """
 
 
-def _start(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.Popen, Path]:
+def _start(
+    tmp_path: Path, *args: str, fake: str = FAKE, **env: str
+) -> tuple[subprocess.Popen, Path]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    fake = bin_dir / "tritonserver"
-    fake.write_text(FAKE.format(python=sys.executable))
-    fake.chmod(0o755)
+    server = bin_dir / "tritonserver"
+    server.write_text(fake.format(python=sys.executable))
+    server.chmod(0o755)
     env_out = tmp_path / "env.txt"
     full = {k: v for k, v in os.environ.items() if not k.startswith("GPUTOK_API_KEY")}
     full.update(PATH=f"{bin_dir}:{full['PATH']}", FAKE_ENV_OUT=str(env_out), **env)
@@ -129,3 +132,56 @@ def test_the_image_isolates_string_models_unless_told(tmp_path, monkeypatch):
     monkeypatch.setattr(container, "run", lambda cmd, key, env: seen.append(cmd) or 0)
     assert container.main([], models=repo) == 0
     assert seen[0][1] == f"--model-repository={served}"
+
+
+FAKE_WITH_STUB = """#!{python}
+import os, subprocess, sys, time
+from pathlib import Path
+body = os.environ["FAKE_STUB_BODY"]
+cmd = 'exec -a /opt/tritonserver/backends/python/triton_python_backend_stub "$0" "$1"'
+stub = subprocess.Popen(["bash", "-c", cmd, sys.executable, body])
+Path(os.environ["FAKE_STUB_PID"]).write_text(str(stub.pid))
+while Path(f"/proc/{{stub.pid}}/comm").read_text().strip() != "triton_python_b":
+    time.sleep(0.01)
+print("I1125 fake tritonserver started", flush=True)
+time.sleep(float(os.environ["FAKE_STUB_LIFE"]))
+os.kill(stub.pid, 9)  # never reaped: a zombie, as Triton 2.51 leaves a dead stub
+time.sleep(60)
+"""
+STUB_BODY = (
+    "import ctypes, time\n"
+    "ctypes.CDLL(None).prctl(15, b'triton_python_b', 0, 0, 0)  # the real stub's name\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("life", "named"), [(0.0, "unknown (a stub found dead)"), (1.5, "detokenizer")]
+)
+def test_a_dead_stub_ends_the_container(tmp_path, life, named):
+    """Triton 2.51 keeps answering ready after a Python-backend stub dies (one gRPC request can
+    kill the detokenizer's), and the container kept running, its model failing every request,
+    with nothing for `docker run --restart` to see. Now the entry point stops tritonserver and
+    exits with 3, naming the stub's model; a stub dead before the first look (life 0) too."""
+    body = tmp_path / "models" / "detokenizer" / "1" / "model.py"
+    body.parent.mkdir(parents=True)
+    body.write_text(STUB_BODY)
+    pid_file = tmp_path / "stub.pid"
+    proc, _ = _start(
+        tmp_path,
+        fake=FAKE_WITH_STUB,
+        FAKE_STUB_BODY=str(body),
+        FAKE_STUB_PID=str(pid_file),
+        FAKE_STUB_LIFE=str(life),
+    )
+    try:
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 3, err.decode()
+        assert f"the Python-backend stub of model(s) {named} died" in err.decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)

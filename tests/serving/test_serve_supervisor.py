@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gputok import _triton_env as te
-from gputok.serve import cli, procs, shm, supervisor
+from gputok.serve import cli, procs, shm
 from gputok.serve.supervisor import EXIT_CRASH_LOOP, RestartPolicy, Supervisor, crash_cause
 
 
@@ -144,7 +144,7 @@ def test_a_stub_dead_before_the_first_look_is_seen():
             assert time.monotonic() < deadline, "the child never became a zombie"
             time.sleep(0.01)
         assert procs.stub_processes(os.getpid()) == {child.pid: procs.DEAD_STUB}
-        assert not supervisor._alive(child.pid)
+        assert not procs.alive(child.pid)
     finally:
         child.wait()
 

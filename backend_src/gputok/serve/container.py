@@ -16,7 +16,10 @@ fails a malformed string's batch-mates before any model code runs: docs/reliabil
 
 This process stays as the container's PID 1: it forwards SIGTERM and SIGINT to tritonserver
 and exits with its code (128 + signal for a signal), so `docker run --restart` still sees a
-crash as one.
+crash as one. It also watches the Python-backend stubs, as gputok-serve does: Triton 2.51 never
+restarts a dead stub and keeps answering ready while every request to its model fails (one
+gRPC request can kill the detokenizer's: docs/reliability.md), so a dead stub stops
+tritonserver, and the container ends with exit code 3 for `--restart` to start it again.
 """
 
 from __future__ import annotations
@@ -25,10 +28,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from gputok.serve.cli import DEFAULT_RESTRICTED, KEY_ENV, check_key
 from gputok.serve.isolate import isolated_repository, isolation_note
+from gputok.serve.procs import alive, stub_processes
+from gputok.serve.shm import regions_of, unlink_regions
+from gputok.serve.supervisor import EXIT_STUB_DIED
 from gputok.serve.triton import ServeError, scrub_argv
 
 KEY_FILE_ENV = "GPUTOK_API_KEY_FILE"
@@ -85,12 +92,55 @@ def command(
     return cmd + list(extra)
 
 
-def run(cmd: list[str], key: str | None, env: dict) -> int:
+class StubWatch(threading.Thread):
+    """Every `poll_s`, lists tritonserver's Python-backend stubs and the shared-memory regions
+    they use; when one has died (and no stop was asked for), says why and stops the server."""
+
+    def __init__(self, proc: subprocess.Popen, poll_s: float = 0.5) -> None:
+        super().__init__(name="gputok-stub-watch", daemon=True)
+        self.proc, self.poll_s = proc, poll_s
+        self.stopping = threading.Event()  # set when a signal asks the server to stop
+        self.cause: str | None = None
+        self.regions: set[str] = set()
+
+    def run(self) -> None:
+        stubs: dict[int, str] = {}
+        while not self.stopping.wait(self.poll_s) and self.proc.poll() is None:
+            for pid, model in stub_processes(self.proc.pid).items():
+                stubs.setdefault(pid, model)  # a stub seen alive keeps its model's name
+            self.regions |= regions_of([self.proc.pid, *stubs])
+            dead = sorted({m for pid, m in stubs.items() if not alive(pid)})
+            if dead and not self.stopping.is_set():
+                self.cause = (
+                    f"the Python-backend stub of model(s) {', '.join(dead)} died; Triton 2.51 "
+                    "does not restart a stub and keeps answering ready while every request to "
+                    f"it fails: stopping tritonserver (exit code {EXIT_STUB_DIED}) for the "
+                    "container's --restart to start it again"
+                )
+                print(f"gputok: {self.cause}", file=sys.stderr, flush=True)
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                return
+
+
+def run(cmd: list[str], key: str | None, env: dict, poll_s: float = 0.5) -> int:
     """Run tritonserver, blank the key in its argv after its first line, pass its output on,
-    forward SIGTERM / SIGINT; its exit code (128 + signal when a signal ended it)."""
+    forward SIGTERM / SIGINT, stop it when a stub dies (StubWatch); its exit code (128 +
+    signal when a signal ended it; EXIT_STUB_DIED after a dead stub). The regions its
+    processes used are unlinked once it has exited (none are left after a clean stop)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    watch = StubWatch(proc, poll_s)
+
+    def forward(signum: int, _frame: object) -> None:
+        watch.stopping.set()
+        proc.send_signal(signum)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+        signal.signal(sig, forward)
+    watch.start()
     pending = key
     for line in proc.stdout:
         if pending:
@@ -103,6 +153,11 @@ def run(cmd: list[str], key: str | None, env: dict) -> int:
         sys.stdout.buffer.write(line)
         sys.stdout.flush()
     code = proc.wait()
+    watch.stopping.set()
+    watch.join(timeout=60)
+    unlink_regions(watch.regions)
+    if watch.cause is not None:
+        return EXIT_STUB_DIED
     return 128 - code if code < 0 else code
 
 

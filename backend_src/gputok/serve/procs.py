@@ -93,6 +93,15 @@ def stub_processes(server_pid: int) -> dict[int, str]:
     return out
 
 
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs: a zombie is dead (a stub Triton has not reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def scrub_argv(pid: int, secret: str) -> int:
     """Overwrite every copy of `secret` in process `pid`'s argv with `KEY_MASK`s, in place, so
     /proc/PID/cmdline (readable by every local user) no longer shows it. Returns how many

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gputok.serve.procs import alive
 from gputok.serve.triton import ServeError, TritonServer, stub_processes
 
 EXIT_CRASH_LOOP = 4
@@ -135,7 +136,7 @@ class Supervisor:
                 self.server._pump and self.server._pump.join(timeout=5)
                 return crash_cause(proc.returncode, "".join(self.server.tail))
             self.server.track_shm()
-            dead = sorted({m for pid, m in stubs.items() if not _alive(pid)})
+            dead = sorted({m for pid, m in stubs.items() if not alive(pid)})
             if dead:
                 return (
                     f"the Python-backend stub of model(s) {', '.join(dead)} died; Triton 2.51 "
@@ -174,16 +175,6 @@ class Supervisor:
 def _killed(code: int | None) -> bool:
     """Whether tritonserver died of a signal (a crash), not by its own exit or not at all."""
     return code is not None and code < 0
-
-
-def _alive(pid: int) -> bool:
-    from pathlib import Path
-
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")  # a zombie is a dead stub Triton has not reaped
 
 
 __all__ = ["EXIT_CRASH_LOOP", "RestartPolicy", "ServeError", "Supervisor", "crash_cause"]
