@@ -1,7 +1,8 @@
 """The Docker image's entry point (gputok.serve.container, run by docker/entrypoint.sh): the API
 key comes from a file or the environment only, a key argument is refused, and the key is not
-left in tritonserver's command line or environment. A fake `tritonserver` on PATH stands in for
-the image's (no Docker here): it prints a line, records its environment, and waits."""
+left in tritonserver's command line or environment; a dead Python-backend stub ends the
+container (exit code 3). A fake `tritonserver` on PATH stands in for the image's (no Docker
+here): it prints a line, records its environment, and waits (or starts and kills a fake stub)."""
 
 from __future__ import annotations
 
