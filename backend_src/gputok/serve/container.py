@@ -118,9 +118,11 @@ class StubWatch(threading.Thread):
                     "container's --restart to start it again"
                 )
                 print(f"gputok: {self.cause}", file=sys.stderr, flush=True)
+                # SIGTERM, then SIGKILL after 5 s, as gputok-serve does: with a dead stub,
+                # Triton 2.51 waits out --exit-timeout-secs (30 s) before it exits.
                 self.proc.terminate()
                 try:
-                    self.proc.wait(timeout=30)
+                    self.proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                 return
