@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from gputok.serve.cli import DEFAULT_RESTRICTED, KEY_ENV, check_key
@@ -99,18 +100,23 @@ class StubWatch(threading.Thread):
     def __init__(self, proc: subprocess.Popen, poll_s: float = 0.5) -> None:
         super().__init__(name="gputok-stub-watch", daemon=True)
         self.proc, self.poll_s = proc, poll_s
-        self.stopping = threading.Event()  # set when a signal asks the server to stop
+        # Set when a signal asks the server to stop: a plain flag, as a signal handler may
+        # run while the main thread holds an Event's lock (a deadlock).
+        self.stopping = False
         self.cause: str | None = None
         self.regions: set[str] = set()
 
     def run(self) -> None:
         stubs: dict[int, str] = {}
-        while not self.stopping.wait(self.poll_s) and self.proc.poll() is None:
+        while True:
+            time.sleep(self.poll_s)
+            if self.stopping or self.proc.poll() is not None:
+                return
             for pid, model in stub_processes(self.proc.pid).items():
                 stubs.setdefault(pid, model)  # a stub seen alive keeps its model's name
             self.regions |= regions_of([self.proc.pid, *stubs])
             dead = sorted({m for pid, m in stubs.items() if not alive(pid)})
-            if dead and not self.stopping.is_set():
+            if dead and not self.stopping:
                 self.cause = (
                     f"the Python-backend stub of model(s) {', '.join(dead)} died; Triton 2.51 "
                     "does not restart a stub and keeps answering ready while every request to "
@@ -137,7 +143,7 @@ def run(cmd: list[str], key: str | None, env: dict, poll_s: float = 0.5) -> int:
     watch = StubWatch(proc, poll_s)
 
     def forward(signum: int, _frame: object) -> None:
-        watch.stopping.set()
+        watch.stopping = True
         proc.send_signal(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -155,7 +161,7 @@ def run(cmd: list[str], key: str | None, env: dict, poll_s: float = 0.5) -> int:
         sys.stdout.buffer.write(line)
         sys.stdout.flush()
     code = proc.wait()
-    watch.stopping.set()
+    watch.stopping = True
     watch.join(timeout=60)
     unlink_regions(watch.regions)
     if watch.cause is not None:
