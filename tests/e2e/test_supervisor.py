@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from served import DEEP_NESTING, SHAPE_OVERFLOW, Served, grpc_stub_killer, post
+from served import DEEP_NESTING, REPO, SHAPE_OVERFLOW, Served, grpc_stub_killer, post
 
 pytestmark = pytest.mark.e2e
 
@@ -151,3 +151,69 @@ def test_regression_stub_killed_as_soon_as_ready_is_survived(tmp_path, ref):
             assert c.detokenize([ref.encode_ordinary("back again")]) == ["back again"]
     finally:
         s.close()
+
+
+def test_docker_entry_point_ends_on_a_dead_stub(tmp_path):
+    """The image's entry point (gputok.serve.container.run) with a real tritonserver, started
+    as gputok-serve would start it: the gRPC request that kills the detokenizer's stub ends it
+    with exit code 3 (for `docker run --restart`), and the regions of its processes are gone.
+    Before 2026-11-29 it kept running, its detokenizer failing every request."""
+    import json
+    import subprocess
+    import sys
+    import urllib.request
+
+    from gputok._triton_env import ServerOptions, TritonServer, copy_models, free_ports
+    from gputok.serve.procs import _processes, alive, stub_processes
+    from gputok.serve.shm import regions_of
+
+    repo = copy_models(REPO / "model_repository", tmp_path / "repo", ["tokenizer", "detokenizer"])
+    http, grpc, metrics = free_ports(3)
+    opts = ServerOptions(
+        model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics
+    )
+    server = TritonServer(opts)  # not started: its command and environment only
+    child = (
+        "import json, sys; from gputok.serve import container; "
+        "sys.exit(container.run(json.loads(sys.argv[1]), None, json.loads(sys.argv[2])))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child, json.dumps(server.cmd), json.dumps(server.env)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    def ready() -> bool:
+        try:
+            url = f"http://127.0.0.1:{http}/v2/health/ready"
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    tpid = None
+    try:
+        deadline = time.monotonic() + 300
+        while not ready():
+            assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "not ready"
+            time.sleep(0.1)
+        time.sleep(1.0)  # the watcher has listed the stubs and their regions
+        (tpid,) = [int(e.name) for e, ppid, _ in _processes() if ppid == proc.pid]
+        regions = regions_of([tpid, *stub_processes(tpid)])
+        assert regions, "no Python-backend region found for the server"
+        print(f"attack answered: {grpc_stub_killer(grpc)}")
+        assert proc.wait(timeout=60) == 3
+        err = proc.stderr.read().decode()
+        assert "the Python-backend stub of model(s) detokenizer died" in err, err[-3000:]
+        assert not [r for r in regions if (Path("/dev/shm") / r).exists()], "regions leaked"
+    finally:
+        if proc.poll() is None:  # failed: SIGTERM, forwarded to tritonserver, which cleans up
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if tpid is not None and alive(tpid):  # never left running, whatever happened
+            os.kill(tpid, signal.SIGKILL)
