@@ -147,8 +147,9 @@ struct VocabView {
   PairTableView pairs;
   const int32_t* byte_token;  // 256 entries: the token of each single byte
   // Optional (may be null): 65536 packed pair values indexed by (byte0 << 8) | byte1, the
-  // pairs every merge starts from. 512 KB stays in L2, where the 8 MB hash table does not,
-  // so the first n-1 probes of a piece cost a cache hit instead of a miss each.
+  // pairs every merge starts from. 512 KB stays in L2, where the hash table (4 MiB for GPT-2:
+  // 262,144 slots of 16 bytes) does not, so the first n-1 probes of a piece cost a cache hit
+  // instead of a miss each.
   const uint64_t* byte_pairs = nullptr;
 };
 
