@@ -59,20 +59,15 @@ class Served:
         return self.log.read_text(errors="replace")
 
     def ready(self) -> bool:
-        try:
-            url = f"http://127.0.0.1:{self.http}/v2/health/ready"
-            with urllib.request.urlopen(url, timeout=2) as r:
-                return r.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
+        return http_ready(self.http)
 
-    def wait_ready(self, timeout: float) -> float:
+    def wait_ready(self, timeout: float, interval: float = 0.1) -> float:
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
             assert self.proc.poll() is None, self.text()[-3000:]
             if self.ready():
                 return time.monotonic() - t0
-            time.sleep(0.1)
+            time.sleep(interval)
         raise AssertionError(f"not ready after {timeout} s:\n{self.text()[-3000:]}")
 
     def server_pid(self) -> int:
@@ -99,6 +94,16 @@ class Served:
                 self.proc.kill()
                 self.proc.wait()
         self.sink.close()
+
+
+def http_ready(port: int) -> bool:
+    """Whether the server on 127.0.0.1:`port` answers /v2/health/ready with 200."""
+    try:
+        url = f"http://127.0.0.1:{port}/v2/health/ready"
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def post(port: int, model: str, body: bytes) -> object:

@@ -13,7 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-from served import DEEP_NESTING, REPO, SHAPE_OVERFLOW, Served, grpc_stub_killer, post
+from served import (
+    DEEP_NESTING,
+    REPO,
+    SHAPE_OVERFLOW,
+    Served,
+    grpc_stub_killer,
+    http_ready,
+    post,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -134,11 +142,7 @@ def test_regression_stub_killed_as_soon_as_ready_is_survived(tmp_path, ref):
     tests/serving/test_serve_supervisor.py::test_a_stub_dead_before_the_first_look_is_seen."""
     s = Served(tmp_path)
     try:
-        deadline = time.monotonic() + 300
-        while not s.ready():
-            assert s.proc.poll() is None, s.text()[-3000:]
-            assert time.monotonic() < deadline, "not ready"
-            time.sleep(0.005)
+        s.wait_ready(300, interval=0.005)  # attack as soon as Triton answers
         t0 = time.monotonic()
         print(f"attack answered: {grpc_stub_killer(s.grpc)}")
         while "ready again" not in s.text() and time.monotonic() - t0 < READY_AGAIN_S:
@@ -161,7 +165,6 @@ def test_docker_entry_point_ends_on_a_dead_stub(tmp_path):
     import json
     import subprocess
     import sys
-    import urllib.request
 
     from gputok._triton_env import ServerOptions, TritonServer, copy_models, free_ports
     from gputok.serve.procs import _processes, alive, stub_processes
@@ -183,18 +186,10 @@ def test_docker_entry_point_ends_on_a_dead_stub(tmp_path):
         stderr=subprocess.PIPE,
     )
 
-    def ready() -> bool:
-        try:
-            url = f"http://127.0.0.1:{http}/v2/health/ready"
-            with urllib.request.urlopen(url, timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
     tpid = None
     try:
         deadline = time.monotonic() + 300
-        while not ready():
+        while not http_ready(http):
             assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
             assert time.monotonic() < deadline, "not ready"
             time.sleep(0.1)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from gputok.serve.cli import DEFAULT_RESTRICTED, KEY_ENV, check_key
 from gputok.serve.isolate import isolated_repository, isolation_note
-from gputok.serve.procs import alive, stub_processes
+from gputok.serve.procs import dead_stub_cause, stub_processes
 from gputok.serve.shm import regions_of, unlink_regions
 from gputok.serve.supervisor import EXIT_STUB_DIED
 from gputok.serve.triton import ServeError, scrub_argv
@@ -115,12 +115,10 @@ class StubWatch(threading.Thread):
             for pid, model in stub_processes(self.proc.pid).items():
                 stubs.setdefault(pid, model)  # a stub seen alive keeps its model's name
             self.regions |= regions_of([self.proc.pid, *stubs])
-            dead = sorted({m for pid, m in stubs.items() if not alive(pid)})
-            if dead and not self.stopping:
+            cause = dead_stub_cause(stubs)
+            if cause is not None and not self.stopping:
                 self.cause = (
-                    f"the Python-backend stub of model(s) {', '.join(dead)} died; Triton 2.51 "
-                    "does not restart a stub and keeps answering ready while every request to "
-                    f"it fails: stopping tritonserver (exit code {EXIT_STUB_DIED}) for the "
+                    f"{cause}: stopping tritonserver (exit code {EXIT_STUB_DIED}) for the "
                     "container's --restart to start it again"
                 )
                 print(f"gputok: {self.cause}", file=sys.stderr, flush=True)

@@ -102,6 +102,18 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def dead_stub_cause(stubs: dict[int, str]) -> str | None:
+    """Why the server can no longer serve, when a stub of `stubs` ({pid: model}) has died;
+    else None. Shared by gputok-serve's supervisor and the Docker entry point."""
+    dead = sorted({model for pid, model in stubs.items() if not alive(pid)})
+    if not dead:
+        return None
+    return (
+        f"the Python-backend stub of model(s) {', '.join(dead)} died; Triton 2.51 does not "
+        "restart a stub and keeps reporting ready while every request to it fails"
+    )
+
+
 def scrub_argv(pid: int, secret: str) -> int:
     """Overwrite every copy of `secret` in process `pid`'s argv with `KEY_MASK`s, in place, so
     /proc/PID/cmdline (readable by every local user) no longer shows it. Returns how many

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gputok.serve.procs import alive
+from gputok.serve.procs import dead_stub_cause
 from gputok.serve.triton import ServeError, TritonServer, stub_processes
 
 EXIT_CRASH_LOOP = 4
@@ -136,13 +136,9 @@ class Supervisor:
                 self.server._pump and self.server._pump.join(timeout=5)
                 return crash_cause(proc.returncode, "".join(self.server.tail))
             self.server.track_shm()
-            dead = sorted({m for pid, m in stubs.items() if not alive(pid)})
-            if dead:
-                return (
-                    f"the Python-backend stub of model(s) {', '.join(dead)} died; Triton 2.51 "
-                    "does not restart a stub and keeps reporting ready while every request to "
-                    "it fails"
-                )
+            cause = dead_stub_cause(stubs)
+            if cause is not None:
+                return cause
         return None
 
     def _after_crash(self, cause: str) -> int | None:
