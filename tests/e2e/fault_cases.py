@@ -121,10 +121,12 @@ def _grpc_typed(model: str, build: Callable):
     return send
 
 
-# The cases Triton's HTTP frontend answers with 500 (server and common at r24.10, unchanged on
-# main in 2026): http_server.cc makes every error of its JSON wrapper (TritonJson: rapidjson's
-# parse errors, MemberAsArray, IndexAsUInt, AsUInt, AsString, AsBool) INTERNAL, which
-# HttpCodeFromError maps to 500. No model sees them and no option changes it (docs/reliability.md).
+# The cases Triton 2.51's HTTP frontend alone answers with 500 (server and common at r24.10,
+# unchanged on main in 2026): http_server.cc makes every error of its JSON wrapper (TritonJson:
+# rapidjson's parse errors, MemberAsArray, IndexAsUInt, AsUInt, AsString, AsBool) INTERNAL,
+# which HttpCodeFromError maps to 500. gputok-serve preloads libgputok_triton_codes.so, which
+# makes them 400 (gputok.serve.json_codes); `--triton-json-500` keeps Triton's 500s
+# (tests/e2e/test_json_codes.py checks both).
 TRITON_JSON_500_CASES = frozenset(
     [f"http-not-json-{i}" for i in range(7)]
     + [f"http-wrong-json-{i}" for i in range(6)]
@@ -137,8 +139,7 @@ def http_cases() -> list[Case]:
     c: list[Case] = []
 
     def add(name, send, expect=None):
-        json_500 = f"http-{name}" in TRITON_JSON_500_CASES
-        c.append(Case(f"http-{name}", "http", send, expect or ("json-500" if json_500 else None)))
+        c.append(Case(f"http-{name}", "http", send, expect))
 
     for group in (_http_bodies, _http_fields, _http_binary, _http_detokenizer):
         group(add)

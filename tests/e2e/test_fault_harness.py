@@ -1,7 +1,7 @@
 """The fault-injection harness (tests/e2e/fault_harness.py; docs/reliability.md): over 100
 distinct malformed requests over HTTP and gRPC against a supervised gputok-serve while 8
-clients send valid requests. Each case is refused with 4xx (or, for a body that is not JSON,
-Triton's 500), or survived by a restart within 30 s; no valid request fails outside a
+clients send valid requests. Each case is refused with 4xx (a body that is not JSON too, which
+Triton 2.51 alone answers with 500), or survived by a restart within 30 s; no valid request fails outside a
 restart; no shared-memory region of the run's servers is left."""
 
 from __future__ import annotations
@@ -35,9 +35,7 @@ def test_fault_harness(tmp_path, ref):
         Path(os.environ["GPUTOK_FAULTS_JSON"]).write_text(json.dumps(result, indent=1))
     assert result["failed_cases"] == {}
     served_as_valid = len(result["served_as_valid"])
-    assert result["refused"] + result["json_500"] + result["restarted"] + served_as_valid == len(
-        cases
-    )
+    assert result["refused"] + result["restarted"] + served_as_valid == len(cases)
     assert result["restarted"] >= 2  # the known crashes were sent and survived
     assert all(t < 30 for t in result["restart_ready_s"])
     assert result["valid_ok"] > 100

@@ -104,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
         "docs/reliability.md)",
     )
     p.add_argument(
+        "--triton-json-500",
+        action="store_true",
+        help="answer a body that is not JSON, or JSON of the wrong types, with Triton 2.51's 500 "
+        "(by default gputok-serve preloads libgputok_triton_codes.so into tritonserver, which "
+        "makes them 400: docs/reliability.md)",
+    )
+    p.add_argument(
         "--max-restarts",
         type=int,
         default=5,
@@ -158,6 +165,7 @@ def options(args: argparse.Namespace, repo: Path, key: str | None) -> ServerOpti
         restricted_apis=tuple(a for a in args.restricted_apis.split(",") if a) if key else (),
         restricted_value=key,
         extra_args=list(args.extra),
+        json_errors_400=not args.triton_json_500,
     )
 
 

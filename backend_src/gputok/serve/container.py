@@ -9,6 +9,9 @@ container's configuration. So the key comes from `$GPUTOK_API_KEY_FILE` (a mount
 tritonserver; and the key is blanked in tritonserver's argv as soon as it has parsed its
 options (its first line of output), as gputok-serve does (gputok.serve.triton.scrub_argv).
 
+Malformed JSON gets 400, as under gputok-serve: tritonserver runs with libgputok_triton_codes.so
+preloaded (gputok.serve.json_codes); `GPUTOK_TRITON_JSON_500=1` keeps Triton 2.51's 500s.
+
 Request isolation, as gputok-serve does it by default: the models that take strings on the Python
 backend are served from an isolated copy of /models without the dynamic batcher (Triton 2.51
 fails a malformed string's batch-mates before any model code runs: docs/reliability.md);
@@ -34,6 +37,7 @@ from pathlib import Path
 
 from gputok.serve.cli import DEFAULT_RESTRICTED, KEY_ENV, check_key
 from gputok.serve.isolate import isolated_repository, isolation_note
+from gputok.serve.json_codes import MissingCodesLibrary, codes_library, keep_500, with_preload
 from gputok.serve.procs import dead_stub_cause, stub_processes
 from gputok.serve.shm import regions_of, unlink_regions
 from gputok.serve.supervisor import EXIT_STUB_DIED
@@ -179,13 +183,21 @@ def served_repository(env: dict, models: Path = MODELS) -> Path:
     return served
 
 
+def server_env(env: dict) -> dict:
+    """tritonserver's environment: `env` with libgputok_triton_codes.so preloaded (400 for
+    malformed JSON, gputok.serve.json_codes) unless $GPUTOK_TRITON_JSON_500 is 1."""
+    if keep_500(env):
+        return dict(env)
+    return with_preload(env, codes_library())
+
+
 def main(argv: list[str] | None = None, models: Path = MODELS) -> int:
     extra = list(sys.argv[1:] if argv is None else argv)
-    env = dict(os.environ)
     try:
+        env = server_env(dict(os.environ))
         key = container_key(env)
         cmd = command(extra, key, models=served_repository(env, models))
-    except (ServeError, OSError, ValueError) as e:
+    except (ServeError, MissingCodesLibrary, OSError, ValueError) as e:
         print(f"gputok: {e}", file=sys.stderr, flush=True)
         return 2
     for name in (KEY_ENV, KEY_FILE_ENV):

@@ -1,0 +1,84 @@
+// Loaded into tritonserver with LD_PRELOAD by gputok-serve and the Docker image's entry point,
+// so that a request body that is not JSON, or JSON whose fields have the wrong type, is
+// answered with HTTP 400 instead of 500. Nothing of the tokenizer is here: this library is a
+// serving tool and depends on nothing but libc and libdl.
+//
+// Why (server and common at r24.10, unchanged on their main branches in 2026): Triton's HTTP
+// frontend (src/http_server.cc) includes its JSON wrapper, triton/common/triton_json.h, with
+// TRITONJSON_STATUSRETURN defined as TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, msg),
+// so every parse or type error of a client's body becomes INTERNAL, which HttpCodeFromError
+// maps to 500; the wrappers around it (RETURN_MSG_IF_ERR: "Unable to parse 'inputs': ...")
+// keep the code they are given. No option of tritonserver changes it, and no model sees such a
+// request. The tritonserver binary calls TRITONSERVER_ErrorNew through libtritonserver.so's
+// dynamic symbol, so a definition loaded first takes the call: this one turns INTERNAL into
+// INVALID_ARG (400) for exactly the messages TritonJson's readers create, and passes every
+// other call through unchanged.
+//
+// What it relabels: "failed to parse the request JSON buffer: ..." (rapidjson's error) and
+// TritonJson's read errors, "attempt to access JSON non-<type> as <type>" and "attempt to
+// access non-existing object member / array index '...'". Its write errors ("attempt to add
+// JSON member ...") are Triton's own bugs and stay INTERNAL. Cost: one prefix test per error
+// created, none per successful request.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+extern "C" {
+struct TRITONSERVER_Error;
+}
+
+namespace {
+
+// tritonserver.h (core r24.10): TRITONSERVER_ERROR_UNKNOWN, INTERNAL, NOT_FOUND, INVALID_ARG...
+constexpr int kErrorInternal = 1;
+constexpr int kErrorInvalidArg = 3;
+
+using ErrorNewFn = TRITONSERVER_Error* (*)(int, const char*);
+
+// The messages TritonJson's readers create (triton/common/triton_json.h).
+constexpr const char* kClientJsonErrors[] = {
+    "failed to parse the request JSON buffer",
+    "attempt to access JSON non-",
+    "attempt to access non-existing ",
+};
+
+bool is_client_json_error(const char* msg) {
+  if (msg == nullptr) return false;
+  for (const char* prefix : kClientJsonErrors)
+    if (std::strncmp(msg, prefix, std::strlen(prefix)) == 0) return true;
+  return false;
+}
+
+std::atomic<ErrorNewFn> real_error_new{nullptr};
+
+ErrorNewFn resolve() {
+  ErrorNewFn fn = real_error_new.load(std::memory_order_acquire);
+  if (fn == nullptr) {
+    // The next definition in the lookup order: libtritonserver.so's. Two threads that race
+    // here store the same pointer.
+    fn = reinterpret_cast<ErrorNewFn>(dlsym(RTLD_NEXT, "TRITONSERVER_ErrorNew"));
+    real_error_new.store(fn, std::memory_order_release);
+  }
+  return fn;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) TRITONSERVER_Error* TRITONSERVER_ErrorNew(
+    int code, const char* msg) {
+  const ErrorNewFn real = resolve();
+  // Only a process that links libtritonserver calls this, and there the next definition
+  // exists; a process without it (a stub that inherited LD_PRELOAD) never calls it.
+  if (real == nullptr) std::abort();
+  if (code == kErrorInternal && is_client_json_error(msg)) code = kErrorInvalidArg;
+  return real(code, msg);
+}
+
+// For the tests (tests/serving/test_triton_json_codes.py): which messages are relabelled,
+// without a tritonserver.
+extern "C" __attribute__((visibility("default"))) int gputok_relabels_json_error(int code,
+                                                                                 const char* msg) {
+  return code == kErrorInternal && is_client_json_error(msg) ? 1 : 0;
+}
