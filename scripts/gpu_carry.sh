@@ -5,7 +5,7 @@
 #   .whl/                    wheels the GPU image lacks: gigatoken + awkward (benchmarks'
 #                            reference), dask + distributed and their missing needs (corpus)
 #   .gpucarry/gpu/           the extensions (_core, _corpus_native), the served tritonserver's
-#                            libgputok_triton_codes.so and the device unit test, prebuilt with nvcc for
+#                            libgputok_triton_*.so and the device unit test, prebuilt with nvcc for
 #                            sm_90 against CPython 3.12 (scripts/gpu_check.sh uses them, and
 #                            rebuilds there if they do not import)
 #   .carry/corpus-bench.jsonl.xz   the 85 MB benchmark corpus, xz'd (~15 MB)
@@ -65,7 +65,7 @@ if has build; then
     -DPython_EXECUTABLE="$PY312" -Dpybind11_DIR="$($PY -m pybind11 --cmakedir)" >/dev/null
   ninja -C $B >/dev/null
   mkdir -p "$G"
-  cp $B/_core.cpython-312-*.so $B/_corpus_native.cpython-312-*.so $B/libgputok_triton_codes.so \
+  cp $B/_core.cpython-312-*.so $B/_corpus_native.cpython-312-*.so $B/libgputok_triton_*.so \
     $B/test_device_tables "$G/"
   ls -la "$G"
 fi

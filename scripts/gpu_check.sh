@@ -41,16 +41,16 @@ UNIT_BIN=.gpucarry/gpu/test_device_tables
 if has build; then
   t0=$(date +%s)
   for f in .gpucarry/gpu/_core.cpython-*.so .gpucarry/gpu/_corpus_native.cpython-*.so \
-    .gpucarry/gpu/libgputok_triton_codes.so; do
+    .gpucarry/gpu/libgputok_triton_*.so; do
     [ -f "$f" ] && cp "$f" backend_src/gputok/
   done
   if ! $PY -c "import gputok, sys; from gputok import _corpus_native; ok, why = gputok.cuda_available(); sys.exit(0 if ok else 1)" 2>"$OUT/import.err"; then
     note "prebuilt modules unusable ($(tail -1 "$OUT/import.err")); building"
-    rm -f backend_src/gputok/_core.*.so backend_src/gputok/_corpus_native.*.so backend_src/gputok/libgputok_triton_codes.so
+    rm -f backend_src/gputok/_core.*.so backend_src/gputok/_corpus_native.*.so backend_src/gputok/libgputok_triton_*.so
     cmake -S backend_src -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
       -DPython_EXECUTABLE="$(command -v $PY)" -Dpybind11_DIR="$($PY -m pybind11 --cmakedir)" >"$OUT/cmake.log" 2>&1 \
       && ninja -C $BUILD >"$OUT/build.log" 2>&1 || { note "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1; }
-    cp $BUILD/_core.*.so $BUILD/_corpus_native.*.so $BUILD/libgputok_triton_codes.so backend_src/gputok/
+    cp $BUILD/_core.*.so $BUILD/_corpus_native.*.so $BUILD/libgputok_triton_*.so backend_src/gputok/
     UNIT_BIN=$BUILD/test_device_tables  # built by CMake beside the module
   fi
   # The image sets PYTHONDONTWRITEBYTECODE=1, so every process compiled gputok's modules and

@@ -125,7 +125,7 @@ def _grpc_typed(model: str, build: Callable):
 # unchanged on main in 2026): http_server.cc makes every error of its JSON wrapper (TritonJson:
 # rapidjson's parse errors, MemberAsArray, IndexAsUInt, AsUInt, AsString, AsBool) INTERNAL,
 # which HttpCodeFromError maps to 500. gputok-serve preloads libgputok_triton_codes.so, which
-# makes them 400 (gputok.serve.json_codes); `--triton-json-500` keeps Triton's 500s
+# makes them 400 (gputok.serve.preload); `--triton-json-500` keeps Triton's 500s
 # (tests/e2e/test_json_codes.py checks both).
 TRITON_JSON_500_CASES = frozenset(
     [f"http-not-json-{i}" for i in range(7)]

@@ -4,7 +4,7 @@ and gRPC (tests/e2e/fault_cases.py), sent one after another while 8 clients send
 Every case must end one of two ways, recorded per case:
 - `refused`: HTTP 4xx, or a gRPC status other than OK / INTERNAL / UNAVAILABLE / UNKNOWN (the
   20 cases of TRITON_JSON_500_CASES too, which Triton 2.51 alone answers with 500 and
-  gputok-serve with 400: gputok.serve.json_codes);
+  gputok-serve with 400: gputok.serve.preload);
 - `restarted`: the request killed tritonserver or a stub and gputok-serve had it ready again
   within 30 s.
 (Or, for the few odd requests the catalogue lists as such, be served as valid.)

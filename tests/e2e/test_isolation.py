@@ -1,9 +1,11 @@
 """Request isolation (docs/reliability.md, "One malformed request, many clients"): while 8
 clients send valid requests over HTTP and gRPC, BYTES tensors whose length prefix claims more
-bytes than follow are sent over both protocols. gputok-serve serves the tokenizer without the
-dynamic batcher by default, so each malformed request fails alone (400 / INVALID_ARGUMENT) and
-no valid request fails. With `--no-isolate-requests` Triton 2.51 fails the malformed request's
-batch-mates with its error: pinned here, so a Triton that fixes it shows up as a failure."""
+bytes than follow are sent over both protocols. gputok-serve refuses each before Triton's
+dynamic batcher sees it (libgputok_triton_strings.so, preloaded), so each malformed request
+fails alone (400 / INVALID_ARGUMENT) and no valid request fails, batched (the default) or
+without the batcher (`--isolate-requests`). With `--no-string-check`, Triton 2.51 fails the
+malformed request's batch-mates with its error: pinned here, so a Triton that fixes it shows up
+as a failure (and the check is shown to be what keeps them apart)."""
 
 from __future__ import annotations
 
@@ -47,8 +49,9 @@ def run(tmp_path, ref, *flags: str) -> tuple[ValidLoad, list[str]]:
     return load, answers
 
 
-def test_malformed_strings_fail_alone(tmp_path, ref):
-    load, answers = run(tmp_path, ref)
+@pytest.mark.parametrize("flags", [(), ("--isolate-requests",)], ids=["batched", "isolated"])
+def test_malformed_strings_fail_alone(tmp_path, ref, flags):
+    load, answers = run(tmp_path, ref, *flags)
     assert load.count("ok") > 100
     assert load.count("wrong") == 0
     assert load.errors() == []
@@ -58,9 +61,9 @@ def test_malformed_strings_fail_alone(tmp_path, ref):
         assert "incomplete string data" in a or "unexpected" in a or "expecting" in a, a
 
 
-def test_batched_tokenizer_fails_batch_mates_on_triton_2_51(tmp_path, ref):
-    """Why isolation is the default: the same run with the dynamic batcher on."""
-    load, _ = run(tmp_path, ref, "--no-isolate-requests")
+def test_batched_without_the_string_check_fails_batch_mates_on_triton_2_51(tmp_path, ref):
+    """Why the string check is preloaded: the same run without it."""
+    load, _ = run(tmp_path, ref, "--no-string-check")
     assert load.count("wrong") == 0
     assert load.errors(), "no batch-mate failed: Triton fixed it? update docs/reliability.md"
     assert all("incomplete string data" in e for e in load.errors()), load.errors()[:3]

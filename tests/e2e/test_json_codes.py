@@ -1,5 +1,5 @@
 """A request body that is not JSON, or JSON of the wrong types, gets HTTP 400 from gputok-serve
-(libgputok_triton_codes.so preloaded: gputok.serve.json_codes), and Triton 2.51's 500 with
+(libgputok_triton_codes.so preloaded: gputok.serve.preload), and Triton 2.51's 500 with
 `--triton-json-500`: each of the 20 such cases of the fault catalogue
 (fault_cases.TRITON_JSON_500_CASES), against a real tritonserver; a valid request is answered
 the same either way."""

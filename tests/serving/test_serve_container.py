@@ -113,26 +113,33 @@ def test_no_key_no_restricted_apis_and_bad_keys_refused(tmp_path):
         container_key({"GPUTOK_API_KEY": "a:b=c"})
 
 
-def test_the_image_isolates_string_models_unless_told(tmp_path, monkeypatch):
-    """Like gputok-serve, the image serves the string-input Python models without the dynamic
-    batcher (a malformed string fails its batch-mates in Triton 2.51), from an isolated copy
-    of /models; GPUTOK_ISOLATE_REQUESTS=0 serves /models as it is."""
+def test_the_image_isolates_string_models_when_told(tmp_path, monkeypatch):
+    """Like gputok-serve, the image serves /models as it is, batched (the preloaded string check
+    keeps a malformed string from failing its batch-mates); GPUTOK_ISOLATE_REQUESTS=1 serves
+    the string-input Python models without the dynamic batcher, from an isolated copy."""
     from gputok.serve import container, pbtxt
 
     repo = Path(__file__).resolve().parents[2] / "model_repository"
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    served = container.served_repository({"TMPDIR": str(tmp_path)}, models=repo)
+    assert container.served_repository({"TMPDIR": str(tmp_path)}, models=repo) == repo
+    for off in ("0", "false"):
+        env = {"TMPDIR": str(tmp_path), container.ISOLATE_ENV: off}
+        assert container.served_repository(env, models=repo) == repo
+    env = {"TMPDIR": str(tmp_path), container.ISOLATE_ENV: "1"}
+    served = container.served_repository(env, models=repo)
     assert served != repo and served.is_relative_to(tmp_path)
     tok = pbtxt.read_config(served / "tokenizer" / "config.pbtxt")
     assert not tok.HasField("dynamic_batching")
     assert pbtxt.read_config(repo / "tokenizer" / "config.pbtxt").HasField("dynamic_batching")
-    for off in ("0", "false"):
-        env = {"TMPDIR": str(tmp_path), container.ISOLATE_ENV: off}
-        assert container.served_repository(env, models=repo) == repo
     seen = []
-    monkeypatch.setattr(container, "run", lambda cmd, key, env: seen.append(cmd) or 0)
+    monkeypatch.setattr(container, "run", lambda cmd, key, env: seen.append((cmd, env)) or 0)
     assert container.main([], models=repo) == 0
-    assert seen[0][1] == f"--model-repository={served}"
+    cmd, env = seen[0]
+    assert cmd[1] == f"--model-repository={repo}"
+    assert "libgputok_triton_strings.so" in env["LD_PRELOAD"]
+    monkeypatch.setenv(container.ISOLATE_ENV, "1")
+    assert container.main([], models=repo) == 0
+    assert seen[1][0][1] == f"--model-repository={served}"
 
 
 FAKE_WITH_STUB = """#!{python}

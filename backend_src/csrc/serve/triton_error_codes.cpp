@@ -19,23 +19,14 @@
 // access non-existing object member / array index '...'". Its write errors ("attempt to add
 // JSON member ...") are Triton's own bugs and stay INTERNAL. Cost: one prefix test per error
 // created, none per successful request.
-#include <dlfcn.h>
-
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 
-extern "C" {
-struct TRITONSERVER_Error;
-}
+#include "triton_c_api.h"
 
 namespace {
 
-// tritonserver.h (core r24.10): TRITONSERVER_ERROR_UNKNOWN, INTERNAL, NOT_FOUND, INVALID_ARG...
-constexpr int kErrorInternal = 1;
-constexpr int kErrorInvalidArg = 3;
-
-using ErrorNewFn = TRITONSERVER_Error* (*)(int, const char*);
+using gputok_serve::kErrorInternal;
+using gputok_serve::kErrorInvalidArg;
 
 // The messages TritonJson's readers create (triton/common/triton_json.h).
 constexpr const char* kClientJsonErrors[] = {
@@ -51,32 +42,15 @@ bool is_client_json_error(const char* msg) {
   return false;
 }
 
-std::atomic<ErrorNewFn> real_error_new{nullptr};
-
-ErrorNewFn resolve() {
-  ErrorNewFn fn = real_error_new.load(std::memory_order_acquire);
-  if (fn == nullptr) {
-    // The next definition in the lookup order: libtritonserver.so's. Two threads that race
-    // here store the same pointer.
-    fn = reinterpret_cast<ErrorNewFn>(dlsym(RTLD_NEXT, "TRITONSERVER_ErrorNew"));
-    real_error_new.store(fn, std::memory_order_release);
-  }
-  return fn;
-}
-
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) TRITONSERVER_Error* TRITONSERVER_ErrorNew(
     int code, const char* msg) {
-  const ErrorNewFn real = resolve();
-  // Only a process that links libtritonserver calls this, and there the next definition
-  // exists; a process without it (a stub that inherited LD_PRELOAD) never calls it.
-  if (real == nullptr) std::abort();
   if (code == kErrorInternal && is_client_json_error(msg)) code = kErrorInvalidArg;
-  return real(code, msg);
+  return gputok_serve::error_new(code, msg);
 }
 
-// For the tests (tests/serving/test_triton_json_codes.py): which messages are relabelled,
+// For the tests (tests/serving/test_triton_preload.py): which messages are relabelled,
 // without a tritonserver.
 extern "C" __attribute__((visibility("default"))) int gputok_relabels_json_error(int code,
                                                                                  const char* msg) {

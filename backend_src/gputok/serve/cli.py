@@ -97,11 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--isolate-requests",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=False,
         help="serve Python models with string inputs (the tokenizer) without Triton's dynamic "
-        "batcher, so that a malformed string tensor fails alone instead of its whole batch "
-        "(default on; costs about 30%% of small-request throughput on the CPU: "
-        "docs/reliability.md)",
+        "batcher: one request per execute (default off: the string check below already keeps "
+        "a malformed string tensor from failing its batch-mates; docs/reliability.md)",
     )
     p.add_argument(
         "--triton-json-500",
@@ -109,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="answer a body that is not JSON, or JSON of the wrong types, with Triton 2.51's 500 "
         "(by default gputok-serve preloads libgputok_triton_codes.so into tritonserver, which "
         "makes them 400: docs/reliability.md)",
+    )
+    p.add_argument(
+        "--string-check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="refuse a string input that ends inside its last element before Triton's dynamic "
+        "batcher sees it (libgputok_triton_strings.so, preloaded; Triton 2.51 lets it through "
+        "and the Python backend then fails its whole batch: docs/reliability.md)",
     )
     p.add_argument(
         "--max-restarts",
@@ -166,6 +173,7 @@ def options(args: argparse.Namespace, repo: Path, key: str | None) -> ServerOpti
         restricted_value=key,
         extra_args=list(args.extra),
         json_errors_400=not args.triton_json_500,
+        check_strings=args.string_check,
     )
 
 
@@ -178,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.isolate_requests and repo.is_dir():
             served, names = isolated_repository(repo)
             if names:
-                note = isolation_note(names, "--no-isolate-requests")
+                note = isolation_note(names, "--no-isolate-requests, the default,")
                 print(f"gputok-serve: {note}", flush=True)
         stub_env = args.stub_env
         if args.prepare_stub_env is not None:

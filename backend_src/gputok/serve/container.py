@@ -9,13 +9,16 @@ container's configuration. So the key comes from `$GPUTOK_API_KEY_FILE` (a mount
 tritonserver; and the key is blanked in tritonserver's argv as soon as it has parsed its
 options (its first line of output), as gputok-serve does (gputok.serve.triton.scrub_argv).
 
-Malformed JSON gets 400, as under gputok-serve: tritonserver runs with libgputok_triton_codes.so
-preloaded (gputok.serve.json_codes); `GPUTOK_TRITON_JSON_500=1` keeps Triton 2.51's 500s.
+As under gputok-serve, tritonserver runs with gputok.serve.preload's libraries preloaded:
+malformed JSON gets 400 (`GPUTOK_TRITON_JSON_500=1` keeps Triton 2.51's 500s), and a string
+input that ends inside its last element is refused before batching (`GPUTOK_STRING_CHECK=0`
+leaves it to Triton).
 
-Request isolation, as gputok-serve does it by default: the models that take strings on the Python
-backend are served from an isolated copy of /models without the dynamic batcher (Triton 2.51
-fails a malformed string's batch-mates before any model code runs: docs/reliability.md);
-`GPUTOK_ISOLATE_REQUESTS=0` serves /models as it is, batched.
+Request isolation without the batcher, as `gputok-serve --isolate-requests` does it, with
+`GPUTOK_ISOLATE_REQUESTS=1`: the models that take strings on the Python backend are served from
+an isolated copy of /models without the dynamic batcher. By default /models is served as it is,
+batched: the string check keeps a malformed string from failing its batch-mates
+(docs/reliability.md).
 
 This process stays as the container's PID 1: it forwards SIGTERM and SIGINT to tritonserver
 and exits with its code (128 + signal for a signal), so `docker run --restart` still sees a
@@ -37,7 +40,7 @@ from pathlib import Path
 
 from gputok.serve.cli import DEFAULT_RESTRICTED, KEY_ENV, check_key
 from gputok.serve.isolate import isolated_repository, isolation_note
-from gputok.serve.json_codes import MissingCodesLibrary, codes_library, keep_500, with_preload
+from gputok.serve.preload import MissingLibrary, container_libraries, with_preload
 from gputok.serve.procs import dead_stub_cause, stub_processes
 from gputok.serve.shm import regions_of, unlink_regions
 from gputok.serve.supervisor import EXIT_STUB_DIED
@@ -172,23 +175,22 @@ def run(cmd: list[str], key: str | None, env: dict, poll_s: float = 0.5) -> int:
 
 
 def served_repository(env: dict, models: Path = MODELS) -> Path:
-    """/models, or its isolated copy (under /tmp: the image's cache may be read-only) unless
-    $GPUTOK_ISOLATE_REQUESTS is 0."""
-    flag = env.get(ISOLATE_ENV, "1").strip().lower()
-    if flag in ("0", "false", "no", "off") or not models.is_dir():
+    """/models, or its isolated copy (under /tmp: the image's cache may be read-only) when
+    $GPUTOK_ISOLATE_REQUESTS is 1."""
+    flag = env.get(ISOLATE_ENV, "0").strip().lower()
+    if flag not in ("1", "true", "yes", "on") or not models.is_dir():
         return models
     served, names = isolated_repository(models, cache=Path(env.get("TMPDIR", "/tmp")) / "gputok")
     if names:
-        print(f"gputok: {isolation_note(names, f'{ISOLATE_ENV}=0')}", flush=True)
+        print(f"gputok: {isolation_note(names, f'{ISOLATE_ENV}=0, the default,')}", flush=True)
     return served
 
 
 def server_env(env: dict) -> dict:
-    """tritonserver's environment: `env` with libgputok_triton_codes.so preloaded (400 for
-    malformed JSON, gputok.serve.json_codes) unless $GPUTOK_TRITON_JSON_500 is 1."""
-    if keep_500(env):
-        return dict(env)
-    return with_preload(env, codes_library())
+    """tritonserver's environment: `env` with the libraries of gputok.serve.preload preloaded
+    (400 for malformed JSON unless $GPUTOK_TRITON_JSON_500 is 1; the string check unless
+    $GPUTOK_STRING_CHECK is 0)."""
+    return with_preload(env, container_libraries(env))
 
 
 def main(argv: list[str] | None = None, models: Path = MODELS) -> int:
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None, models: Path = MODELS) -> int:
         env = server_env(dict(os.environ))
         key = container_key(env)
         cmd = command(extra, key, models=served_repository(env, models))
-    except (ServeError, MissingCodesLibrary, OSError, ValueError) as e:
+    except (ServeError, MissingLibrary, OSError, ValueError) as e:
         print(f"gputok: {e}", file=sys.stderr, flush=True)
         return 2
     for name in (KEY_ENV, KEY_FILE_ENV):

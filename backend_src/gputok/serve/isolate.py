@@ -1,5 +1,6 @@
-"""Serve Python models with string inputs without Triton's dynamic batcher, so that one
-malformed request cannot fail its batch-mates.
+"""Serve Python models with string inputs without Triton's dynamic batcher (`gputok-serve
+--isolate-requests`; off by default since 2026-12-02, when the preloaded string check,
+libgputok_triton_strings.so, began refusing the malformed requests below before batching).
 
 Measured on 2026-11-25 (server 2.51, the 2-core CPU machine, 8 clients sending valid one-row
 requests over HTTP and gRPC): 40 HTTP binary-tensor requests whose QUERY length prefix says
@@ -46,8 +47,8 @@ def models_to_isolate(repo: Path) -> list[str]:
 def isolation_note(names: list[str], batch_hint: str) -> str:
     """The line a launcher prints when it isolates `names`; `batch_hint` says how to batch."""
     return (
-        f"model(s) {', '.join(names)} served without the dynamic batcher, so a malformed "
-        f"request fails alone ({batch_hint} batches them)"
+        f"model(s) {', '.join(names)} served without the dynamic batcher, one request per "
+        f"execute ({batch_hint} batches them)"
     )
 
 

@@ -38,7 +38,7 @@ from gputok.serve.dist import (
     prepare_backend_dir,
     python_version_of,
 )
-from gputok.serve.json_codes import MissingCodesLibrary, codes_library, with_preload
+from gputok.serve.preload import MissingLibrary, libraries, with_preload
 from gputok.serve.procs import (
     KEY_MASK,
     _processes,
@@ -144,9 +144,11 @@ class ServerOptions:
     restricted_key: str = "gputok-key"
     restricted_value: str | None = field(default=None, repr=False)
     extra_args: list[str] = field(default_factory=list)
-    # Preload libgputok_triton_codes.so (gputok.serve.json_codes), so that a body that is not
-    # JSON, or JSON of the wrong types, gets 400 instead of Triton 2.51's 500.
+    # Libraries preloaded into tritonserver (gputok.serve.preload): a body that is not JSON, or
+    # JSON of the wrong types, gets 400 instead of Triton 2.51's 500; a string input that ends
+    # inside its last element is refused before the dynamic batcher can fail its batch-mates.
     json_errors_400: bool = True
+    check_strings: bool = True
 
 
 def server_command(dist: TritonDist, backends: Path, opts: ServerOptions) -> list[str]:
@@ -209,11 +211,10 @@ class TritonServer:
             self.dist, self.report["python"], ld_library_path(self.dist, self.report)
         )
         self.env = server_env(self.dist, self.stub_bin, self.report)
-        if opts.json_errors_400:
-            try:
-                self.env = with_preload(self.env, codes_library())
-            except MissingCodesLibrary as e:
-                raise ServeError(str(e)) from None
+        try:
+            self.env = with_preload(self.env, libraries(opts.json_errors_400, opts.check_strings))
+        except MissingLibrary as e:
+            raise ServeError(str(e)) from None
         self.cmd = server_command(self.dist, self.backends, opts)
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
