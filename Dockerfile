@@ -12,8 +12,11 @@
 # The entry point (gputok.serve.container) reads it, refuses --http-restricted-api and
 # --grpc-restricted-protocol arguments, and blanks the key in tritonserver's argv once the server
 # has parsed it. GPUTOK_API_KEY=<key> works too, but shows in `docker inspect`.
-# It also serves the string-input models without the dynamic batcher (request isolation, as
-# gputok-serve does; -e GPUTOK_ISOLATE_REQUESTS=0 batches them: docs/reliability.md).
+# As gputok-serve does, it preloads into tritonserver the string check (a malformed string
+# tensor is refused before the dynamic batcher could fail its batch-mates with it) and the JSON
+# codes (a body that is not JSON gets 400, not 500); -e GPUTOK_STRING_CHECK=0 and
+# -e GPUTOK_TRITON_JSON_500=1 turn them off, -e GPUTOK_ISOLATE_REQUESTS=1 serves the
+# string-input models without the batcher (docs/reliability.md).
 #
 # --restart: Triton 2.51 can be crashed by one malformed request (docs/reliability.md). The
 # entry point (gputok.serve.container, PID 1) runs tritonserver and exits with its code, so a

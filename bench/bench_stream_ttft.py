@@ -110,8 +110,8 @@ def summary(ms: list[float]) -> dict:
 
 
 def serve(args, workdir: Path):
-    """tritonserver on a copy of the repository: with the tokenizer unbatched unless
-    --no-isolate (what gputok-serve serves by default: gputok/serve/isolate.py)."""
+    """tritonserver on a copy of the repository, the tokenizer batched as gputok-serve serves it
+    by default; unbatched with --isolate (gputok-serve --isolate-requests)."""
     from gputok.serve.triton import (
         ServerOptions,
         TritonServer,
@@ -154,10 +154,9 @@ def main() -> int:
     ap.add_argument("--prompt-source", choices=("corpus", "stdlib"), default="corpus")
     ap.add_argument("--stub-env", type=Path, default=None, help="the stub's environment")
     ap.add_argument(
-        "--no-isolate",
-        dest="isolate",
-        action="store_false",
-        help="keep the tokenizer's dynamic batcher (gputok-serve --no-isolate-requests)",
+        "--isolate",
+        action="store_true",
+        help="serve the tokenizer without its dynamic batcher (gputok-serve --isolate-requests)",
     )
     args = ap.parse_args()
 

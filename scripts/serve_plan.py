@@ -9,8 +9,8 @@ the same server run:
     iso:auto:0:128,4k:1,2,4,8,16,32,64,128;batch:cpu:2:4k:64;iso:auto:0:4k:64:min
 
 - MODE `iso`: every model that takes strings served without the dynamic batcher, as
-  `gputok-serve` serves them by default (request isolation, gputok/serve/isolate.py);
-  `batch`: the repository's dynamic batcher kept (`gputok-serve --no-isolate-requests`);
+  `gputok-serve --isolate-requests` serves them (gputok/serve/isolate.py);
+  `batch`: the repository's dynamic batcher kept, as `gputok-serve` serves them by default;
   `batch0`: the dynamic batcher with `max_queue_delay_microseconds: 0` (a batch is whatever
   queued while the instances were busy; no request waits for company).
 - DEVICE: our tokenizer's `device` parameter: `auto` (cuda on a GPU instance) or `cpu` (its

@@ -61,7 +61,7 @@ def test_batch_repository_keeps_batcher_and_edits_alike(tmp_path):
     configs = _configs(repo)
     assert sorted(models_to_isolate(repo)) == ["preprocessing_gigatoken", "tokenizer"]
     delays = {n: c.dynamic_batching.max_queue_delay_microseconds for n, c in configs.items()}
-    assert delays == {"tokenizer": 500, "preprocessing_gigatoken": 500}
+    assert delays == {"tokenizer": 0, "preprocessing_gigatoken": 0}
     for config in configs.values():
         assert [g.count for g in config.instance_group] == [8]
     assert configs["tokenizer"].parameters["device"].string_value == "cpu"

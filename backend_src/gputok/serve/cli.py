@@ -94,6 +94,26 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_RESTRICTED,
         help="APIs that the key protects (health stays open for probes)",
     )
+    _add_request_options(p)
+    p.add_argument(
+        "--max-restarts",
+        type=int,
+        default=5,
+        help="restarts after crashes within --restart-window seconds before giving up "
+        "(exit 4); 0 = never restart (a dead stub then stops the server, exit 3)",
+    )
+    p.add_argument("--restart-window", type=float, default=300.0)
+    p.add_argument(
+        "--ready-timeout", type=float, default=600.0, help="seconds to wait for readiness"
+    )
+    p.add_argument("--log-verbose", type=int, default=0)
+    p.add_argument("extra", nargs="*", help="extra tritonserver arguments, after --")
+    return p
+
+
+def _add_request_options(p: argparse.ArgumentParser) -> None:
+    """How requests reach the models: batching, and the libraries preloaded into tritonserver
+    (gputok.serve.preload)."""
     p.add_argument(
         "--isolate-requests",
         action=argparse.BooleanOptionalAction,
@@ -117,20 +137,6 @@ def build_parser() -> argparse.ArgumentParser:
         "batcher sees it (libgputok_triton_strings.so, preloaded; Triton 2.51 lets it through "
         "and the Python backend then fails its whole batch: docs/reliability.md)",
     )
-    p.add_argument(
-        "--max-restarts",
-        type=int,
-        default=5,
-        help="restarts after crashes within --restart-window seconds before giving up "
-        "(exit 4); 0 = never restart (a dead stub then stops the server, exit 3)",
-    )
-    p.add_argument("--restart-window", type=float, default=300.0)
-    p.add_argument(
-        "--ready-timeout", type=float, default=600.0, help="seconds to wait for readiness"
-    )
-    p.add_argument("--log-verbose", type=int, default=0)
-    p.add_argument("extra", nargs="*", help="extra tritonserver arguments, after --")
-    return p
 
 
 def read_key(args: argparse.Namespace) -> str | None:
