@@ -52,7 +52,7 @@ struct Buffer {
 struct BytesInput {
   std::string name;
   std::vector<Buffer> buffers;
-  bool on_gpu = false;  // some buffer is device memory: core (and the backend) check it
+  bool on_gpu = false;  // some buffer is device memory (or has no address): core checks it
 };
 
 // The BYTES inputs of every request being built, by request.
@@ -80,8 +80,10 @@ void add_buffer(const void* request, const char* name, const void* base, size_t 
   if (it == t.requests.end()) return;
   for (BytesInput& in : it->second) {
     if (in.name != name) continue;
-    if (on_gpu) in.on_gpu = true;
-    if (size > 0) in.buffers.push_back(Buffer{static_cast<const uint8_t*>(base), size});
+    // No address for bytes: nothing this library can read, so core decides, as for GPU memory.
+    if (on_gpu || (base == nullptr && size > 0)) in.on_gpu = true;
+    if (size > 0 && base != nullptr)
+      in.buffers.push_back(Buffer{static_cast<const uint8_t*>(base), size});
     return;
   }
 }
