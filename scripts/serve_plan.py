@@ -10,9 +10,7 @@ the same server run:
 
 - MODE `iso`: every model that takes strings served without the dynamic batcher, as
   `gputok-serve --isolate-requests` serves them (gputok/serve/isolate.py);
-  `batch`: the repository's dynamic batcher kept, as `gputok-serve` serves them by default;
-  `batch0`: the dynamic batcher with `max_queue_delay_microseconds: 0` (a batch is whatever
-  queued while the instances were busy; no request waits for company).
+  `batch`: the repository's dynamic batcher kept, as `gputok-serve` serves them by default.
 - DEVICE: our tokenizer's `device` parameter: `auto` (cuda on a GPU instance) or `cpu` (its
   CPU path, on whatever instance KIND_AUTO gives).
 - INSTANCES: the count of every model served (ours and the baselines alike); 0 keeps the
@@ -37,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINES = ROOT / "perf_analyzer_configs" / "baseline_repository"
-MODES = ("iso", "batch", "batch0")
+MODES = ("iso", "batch")
 DEVICES = ("auto", "cpu")
 
 
@@ -99,13 +97,6 @@ def drop_dynamic_batching(text: str) -> str:
     raise ValueError("unbalanced dynamic_batching block")
 
 
-def set_queue_delay(text: str, us: int) -> str:
-    new, n = re.subn(r"(?m)^(\s*max_queue_delay_microseconds:\s*)\d+", rf"\g<1>{us}", text)
-    if n != 1:
-        raise ValueError(f"expected one max_queue_delay_microseconds, found {n}")
-    return new
-
-
 def set_instance_count(text: str, count: int) -> str:
     new, n = re.subn(r"(?m)^(\s*count:\s*)\d+", rf"\g<1>{count}", text)
     if n != 1:
@@ -149,8 +140,6 @@ def build_repository(dest: Path, setting: Setting, baselines: tuple[str, ...]) -
         text = config.read_text()
         if setting.mode == "iso":
             text = drop_dynamic_batching(text)
-        elif setting.mode == "batch0":
-            text = set_queue_delay(text, 0)
         if setting.instances:
             text = set_instance_count(text, setting.instances)
         if name == "tokenizer" and setting.device != "auto":

@@ -1,7 +1,7 @@
 // Loaded into tritonserver with LD_PRELOAD by gputok-serve and the Docker image's entry point,
 // so that a request body that is not JSON, or JSON whose fields have the wrong type, is
 // answered with HTTP 400 instead of 500. Nothing of the tokenizer is here: this library is a
-// serving tool and depends on nothing but libc and libdl.
+// serving tool and depends on nothing but libc.
 //
 // Why (server and common at r24.10, unchanged on their main branches in 2026): Triton's HTTP
 // frontend (src/http_server.cc) includes its JSON wrapper, triton/common/triton_json.h, with
@@ -35,8 +35,9 @@ constexpr const char* kClientJsonErrors[] = {
     "attempt to access non-existing ",
 };
 
-bool is_client_json_error(const char* msg) {
-  if (msg == nullptr) return false;
+// An INTERNAL error whose message one of TritonJson's readers created: the client's body.
+bool relabelled(int code, const char* msg) {
+  if (code != kErrorInternal || msg == nullptr) return false;
   for (const char* prefix : kClientJsonErrors)
     if (std::strncmp(msg, prefix, std::strlen(prefix)) == 0) return true;
   return false;
@@ -46,13 +47,12 @@ bool is_client_json_error(const char* msg) {
 
 extern "C" __attribute__((visibility("default"))) TRITONSERVER_Error* TRITONSERVER_ErrorNew(
     int code, const char* msg) {
-  if (code == kErrorInternal && is_client_json_error(msg)) code = kErrorInvalidArg;
-  return gputok_serve::error_new(code, msg);
+  return gputok_serve::error_new(relabelled(code, msg) ? kErrorInvalidArg : code, msg);
 }
 
 // For the tests (tests/serving/test_triton_preload.py): which messages are relabelled,
 // without a tritonserver.
 extern "C" __attribute__((visibility("default"))) int gputok_relabels_json_error(int code,
                                                                                  const char* msg) {
-  return code == kErrorInternal && is_client_json_error(msg) ? 1 : 0;
+  return relabelled(code, msg) ? 1 : 0;
 }

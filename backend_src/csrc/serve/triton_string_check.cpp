@@ -72,7 +72,10 @@ void forget(const void* request) {
   t.requests.erase(request);
 }
 
-void add_buffer(const void* request, const char* name, const void* base, size_t size, bool on_gpu) {
+// Notes a buffer of `request`'s input `name` when it is a tracked BYTES input. `unreadable`:
+// device memory, or attributes that could not be read.
+void add_buffer(const void* request, const char* name, const void* base, size_t size,
+                bool unreadable) {
   if (name == nullptr) return;
   Tracked& t = tracked();
   std::lock_guard<std::mutex> lock(t.mu);
@@ -81,7 +84,7 @@ void add_buffer(const void* request, const char* name, const void* base, size_t 
   for (BytesInput& in : it->second) {
     if (in.name != name) continue;
     // No address for bytes: nothing this library can read, so core decides, as for GPU memory.
-    if (on_gpu || (base == nullptr && size > 0)) in.on_gpu = true;
+    if (unreadable || (base == nullptr && size > 0)) in.on_gpu = true;
     if (size > 0 && base != nullptr)
       in.buffers.push_back(Buffer{static_cast<const uint8_t*>(base), size});
     return;

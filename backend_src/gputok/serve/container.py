@@ -40,7 +40,7 @@ from pathlib import Path
 
 from gputok.serve.cli import DEFAULT_RESTRICTED, KEY_ENV, check_key
 from gputok.serve.isolate import isolated_repository, isolation_note
-from gputok.serve.preload import MissingLibrary, container_libraries, with_preload
+from gputok.serve.preload import MissingLibrary, container_libraries, env_flag, with_preload
 from gputok.serve.procs import dead_stub_cause, stub_processes
 from gputok.serve.shm import regions_of, unlink_regions
 from gputok.serve.supervisor import EXIT_STUB_DIED
@@ -177,8 +177,7 @@ def run(cmd: list[str], key: str | None, env: dict, poll_s: float = 0.5) -> int:
 def served_repository(env: dict, models: Path = MODELS) -> Path:
     """/models, or its isolated copy (under /tmp: the image's cache may be read-only) when
     $GPUTOK_ISOLATE_REQUESTS is 1."""
-    flag = env.get(ISOLATE_ENV, "0").strip().lower()
-    if flag not in ("1", "true", "yes", "on") or not models.is_dir():
+    if not env_flag(env, ISOLATE_ENV, False) or not models.is_dir():
         return models
     served, names = isolated_repository(models, cache=Path(env.get("TMPDIR", "/tmp")) / "gputok")
     if names:

@@ -60,7 +60,9 @@ def with_preload(env: dict, libs: list[Path]) -> dict:
     return out
 
 
-def _flag(env: dict, name: str, default: bool) -> bool:
+def env_flag(env: dict, name: str, default: bool) -> bool:
+    """The Docker entry point's switch `name` in `env`: 1/true/yes/on, 0/false/no/off, else
+    `default`."""
     value = env.get(name, "").strip().lower()
     if value in ("1", "true", "yes", "on"):
         return True
@@ -73,6 +75,6 @@ def container_libraries(env: dict | None = None) -> list[Path]:
     """What the Docker entry point preloads, by its environment (both by default)."""
     env = os.environ if env is None else env
     return libraries(
-        json_400=not _flag(env, KEEP_500_ENV, False),
-        check_strings=_flag(env, STRING_CHECK_ENV, True),
+        json_400=not env_flag(env, KEEP_500_ENV, False),
+        check_strings=env_flag(env, STRING_CHECK_ENV, True),
     )
