@@ -8,6 +8,8 @@
 # model_repository, perf_analyzer_configs, scripts, bench) and the module xz'd
 # (.gpucarry/gpu/_core*.so.xz, 3.7 -> 0.9 MB; unpacked here), without test_device_tables.
 # then run(command="bash scripts/gpu_serve_bench.sh") from a tree holding them.
+# MODELS: the models of every plan (default tokenizer,preprocessing_gigatoken; add
+# preprocessing_ceiling for the Python model's bound, scripts/serve_plan.py).
 # PLAN_A runs before the streaming step, PLAN_B after it (each stops at its budget in s,
 # counted from its own start); PLAN_B= (set, empty) skips PLAN_B, TTFT_TIMEOUT=0 the streaming
 # step. (Until 2026-11-29 an empty PLAN_B ran the default plan: `:-` took empty as unset.)
@@ -33,7 +35,7 @@ echo "setup: $(( $(date +%s) - t0 )) s"
 bench() {
   timeout "$1" python3 scripts/gpu_serve_bench.py --out "$OUT/sb" --wheels .servecarry --pa /tmp/pa \
     --gputok-site "$PWD/backend_src" --extra-site /tmp/site --gpus 0 --plan "$2" \
-    --models tokenizer,preprocessing_gigatoken --window-ms "$WINDOW_MS" --budget-s "$3" 2>&1
+    --models "${MODELS:-tokenizer,preprocessing_gigatoken}" --window-ms "$WINDOW_MS" --budget-s "$3" 2>&1
 }
 bench "${A_TIMEOUT:-200}" "$PLAN_A" "${A_BUDGET:-170}"
 [ "${TTFT_TIMEOUT:-90}" -gt 0 ] && PERF_ANALYZER=/tmp/pa/perf_analyzer LD_LIBRARY_PATH=/tmp/pa:${LD_LIBRARY_PATH:-} \

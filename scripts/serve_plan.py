@@ -36,6 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BASELINES = ROOT / "perf_analyzer_configs" / "baseline_repository"
 MODES = ("iso", "batch")
+GIGATOKEN = "preprocessing_gigatoken"
+# The gigatoken baseline with no tokenizer (its `ceiling` parameter): what any tokenizer served
+# by that Python model, with those outputs, can reach; made from the baseline's folder here.
+CEILING = "preprocessing_ceiling"
 DEVICES = ("auto", "cpu")
 
 
@@ -134,10 +138,14 @@ def build_repository(dest: Path, setting: Setting, baselines: tuple[str, ...]) -
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "model_repository" / "tokenizer", dest / "tokenizer", ignore=ignore)
     for name in baselines:
-        shutil.copytree(BASELINES / name, dest / name, ignore=ignore)
+        src = BASELINES / (GIGATOKEN if name == CEILING else name)
+        shutil.copytree(src, dest / name, ignore=ignore)
     for name in ("tokenizer", *baselines):
         config = dest / name / "config.pbtxt"
         text = config.read_text()
+        if name == CEILING:
+            text = text.replace(f'name: "{GIGATOKEN}"', f'name: "{CEILING}"', 1)
+            text = set_parameter(text, "ceiling", "true")
         if setting.mode == "iso":
             text = drop_dynamic_batching(text)
         if setting.instances:

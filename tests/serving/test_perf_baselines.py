@@ -107,3 +107,22 @@ def test_the_baseline_declares_and_returns_our_outputs(model):
             got = rb.tensors[name]
             assert (got.dtype, got.shape) == (want.dtype, want.shape), name
             assert got.tolist() == want.tolist(), name
+
+
+def test_ceiling_answers_exact_ids_from_its_memo(model, ref, corpus):
+    """The ceiling (parameter `ceiling` true) tokenizes each distinct text once and then answers
+    from its dict; its ids are tiktoken's either way, padded as the baseline's, and the dict
+    stops growing at its limit."""
+    c = model.Ceiling(limit=3)
+    texts = [corpus[1][:3000], "hello world", "", corpus[2][:500]]
+    reqs = [[texts[0], texts[1]], [texts[2], texts[3]]]
+    for _ in range(2):  # the second pass answers from the dict
+        out = model.encode_requests(c, reqs, 50256)
+        for rows, (ids, lens) in zip(reqs, out, strict=True):
+            for i, text in enumerate(rows):
+                assert ids[i, : lens[i, 0]].tolist() == ref.encode_ordinary(text)
+                assert (ids[i, lens[i, 0] :] == 50256).all()
+    [(one, n)] = model.encode_requests(c, [[texts[0]]], 50256)
+    assert one.dtype == np.int32 and one[0].tolist() == ref.encode_ordinary(texts[0]) != []
+    assert n.tolist() == [[one.shape[1]]]
+    assert len(c._ids) == 3

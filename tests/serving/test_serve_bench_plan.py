@@ -110,3 +110,25 @@ def test_min_outputs_declares_two_on_every_model(tmp_path):
         serve_plan.parse_plan("iso:auto:0:128:1:some")
     with pytest.raises(ValueError):
         serve_plan.keep_outputs('output [\n  { name: "A" }\n]\n', ("B",))
+
+
+def test_ceiling_is_the_baseline_with_no_tokenizer(tmp_path):
+    """preprocessing_ceiling is built from the gigatoken baseline's folder: the same config
+    (outputs, batching, instances edited alike) under its own name, `ceiling` true; the
+    baseline's own copy keeps it false."""
+    setting = serve_plan.parse_plan("batch:auto:4:4k:64")[0]
+    repo = serve_plan.build_repository(
+        tmp_path / "r", setting, ("preprocessing_gigatoken", "preprocessing_ceiling")
+    )
+    configs = _configs(repo)
+    ceiling, base = configs["preprocessing_ceiling"], configs["preprocessing_gigatoken"]
+    assert ceiling.name == "preprocessing_ceiling" and base.name == "preprocessing_gigatoken"
+    assert ceiling.parameters["ceiling"].string_value == "true"
+    assert base.parameters["ceiling"].string_value == "false"
+    assert (
+        [g.count for g in ceiling.instance_group] == [4] == [g.count for g in base.instance_group]
+    )
+    assert [o.name for o in ceiling.output] == [o.name for o in base.output]
+    assert (repo / "preprocessing_ceiling/1/model.py").read_bytes() == (
+        repo / "preprocessing_gigatoken/1/model.py"
+    ).read_bytes()
