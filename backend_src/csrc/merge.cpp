@@ -7,7 +7,7 @@
 // average ~4.5 bytes and most are whole tokens, handled before this file by one probe of
 // the vocabulary index (encoder.cpp); the rest hit the per-thread pretoken cache or come
 // here. Merging is then ~26% of all instructions, most of it CJK and Cyrillic runs that are
-// long and unique. Below kHeapThreshold bytes a linked-list scan is cheapest; above it the
+// long and unique. Below kHeapThreshold bytes an array scan is cheapest; above it the
 // scan's O(n^2) loses to a heap with lazy invalidation (threshold 128 -> 32 cut merge
 // instructions 88M -> 64M), and it keeps 1 MB of one letter at ~0.25 s, O(n log n).
 #include "merge.h"
@@ -36,42 +36,46 @@ inline uint64_t probe_bytes(VocabView v, uint8_t a, uint8_t b) {
 // A packed value's rank; kEmptyKey's low half is kNoRank, so misses need no branch.
 inline uint32_t rank_of(uint64_t value) { return uint32_t(value); }
 
-// tiktoken's loop on a singly linked list over arrays: each pass scans the live parts for
-// the lowest rank (leftmost wins ties), merges, and re-probes the two pairs it changed.
-// vals[i] caches the packed value of the pair starting at part i, so the merged id comes
-// with the rank and a merge costs no extra probe.
-void merge_scan(VocabView v, const uint8_t* piece, size_t n, std::vector<int32_t>& out,
-                MergeScratch& s) {
-  s.ids.resize(n);
-  s.vals.resize(n);
-  s.next.resize(n);
-  int32_t* ids = s.ids.data();
-  uint64_t* vals = s.vals.data();
-  int32_t* next = s.next.data();
-  for (size_t i = 0; i < n; ++i) {
+// tiktoken's loop over two arrays kept contiguous: each pass scans the live pairs for the
+// lowest rank (leftmost wins ties), merges, closes the gap and re-probes the two pairs it
+// changed. vals[i] is the packed value of the pair (ids[i], ids[i + 1]), so the merged id
+// comes with the rank and a merge costs no extra probe. The arrays live on the stack (n <
+// kHeapThreshold): the linked list over the scratch vectors this replaced resized three
+// vectors a piece and walked its scan through dependent `next` loads.
+// Measured (bench/bench_encoder_ab.py HEAD TREE --rounds 5, one thread, 10 MB, MB/s of CPU
+// time, medians; 2-core dev VM, Xeon, 2026-12-02): a cold pass (every piece merged once)
+// bench corpus 81.6 -> 87.2, code 201.3 -> 208.1; warm passes unchanged (263 / 315-323).
+void merge_scan(VocabView v, const uint8_t* piece, size_t n, std::vector<int32_t>& out) {
+  int32_t ids[kHeapThreshold];
+  uint64_t vals[kHeapThreshold];
+  for (size_t i = 0; i + 1 < n; ++i) {
     ids[i] = v.byte_token[piece[i]];
-    next[i] = int32_t(i + 1);
-    vals[i] = i + 1 < n ? probe_bytes(v, piece[i], piece[i + 1]) : kEmptyKey;
+    vals[i] = probe_bytes(v, piece[i], piece[i + 1]);
   }
-  next[n - 1] = -1;
-  for (;;) {
-    int32_t best = -1, best_prev = -1, prev = -1;
-    uint32_t best_rank = kNoRank;
-    for (int32_t i = 0; i >= 0; prev = i, i = next[i]) {
-      if (rank_of(vals[i]) < best_rank) {
-        best_rank = rank_of(vals[i]);
+  ids[n - 1] = v.byte_token[piece[n - 1]];
+  vals[n - 1] = kEmptyKey;  // the last part starts no pair
+  size_t m = n;             // live parts; vals[0, m - 1) are live
+  while (m > 1) {
+    size_t best = 0;
+    uint32_t best_rank = rank_of(vals[0]);
+    for (size_t i = 1; i + 1 < m; ++i) {
+      const uint32_t r = rank_of(vals[i]);
+      if (r < best_rank) {
+        best_rank = r;
         best = i;
-        best_prev = prev;
       }
     }
-    if (best < 0) break;
-    const int32_t gone = next[best];
+    if (best_rank == kNoRank) break;
     ids[best] = int32_t(pair_merged(vals[best]));
-    next[best] = next[gone];
-    vals[best] = next[best] >= 0 ? probe(v, ids[best], ids[next[best]]) : kEmptyKey;
-    if (best_prev >= 0) vals[best_prev] = probe(v, ids[best_prev], ids[best]);
+    for (size_t i = best + 1; i + 1 < m; ++i) {  // part best + 1 is gone
+      ids[i] = ids[i + 1];
+      vals[i] = vals[i + 1];
+    }
+    --m;
+    if (best + 1 < m) vals[best] = probe(v, ids[best], ids[best + 1]);
+    if (best > 0) vals[best - 1] = probe(v, ids[best - 1], ids[best]);
   }
-  for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(ids[i]);
+  out.insert(out.end(), ids, ids + m);
 }
 
 // Heap of (rank << 32 | position) with lazy deletion: an entry is live when its position
@@ -130,7 +134,7 @@ void merge_piece(VocabView v, const uint8_t* piece, size_t n, std::vector<int32_
   if (n == 1) {
     out.push_back(v.byte_token[piece[0]]);
   } else if (n < kHeapThreshold) {
-    merge_scan(v, piece, n, out, scratch);
+    merge_scan(v, piece, n, out);
   } else {
     merge_heap(v, piece, n, out, scratch);
   }

@@ -36,6 +36,24 @@ def test_heap_merge_equals_reference(vocab, n):
         assert vocab.merge(piece) == vocab.merge_reference(piece)
 
 
+def test_scan_merge_equals_reference_at_every_short_length(vocab, ref, corpus):
+    """Pieces under 32 bytes take the array scan (merge.cpp's merge_scan): every length from 1
+    to 31, alphabets that tie ranks everywhere (one letter, two) or rarely (all bytes, CJK),
+    and real pieces of the corpus, against the reference and tiktoken."""
+    rng = random.Random(7)
+    pieces = [b"x"]
+    for n in range(2, 32):
+        for alphabet in (b"a", b"ab", b"aab ", b" \n", bytes(range(256)), "日本🎉".encode()):
+            pieces += [bytes(rng.choice(alphabet) for _ in range(n)) for _ in range(3)]
+    words = [w.encode() for d in corpus[:200] for w in d.split(" ") if 1 < len(w.encode()) < 32]
+    pieces += words[:3000]
+    for piece in pieces:
+        got = vocab.merge(piece)
+        assert got == vocab.merge_reference(piece) and got != [], piece
+    for piece in words[:3000:10]:
+        assert vocab.merge(piece) == ref._encode_single_piece(piece), piece
+
+
 def test_whole_piece_lookup_equals_bpe(vocab, ref):
     # tiktoken returns a piece's own id when it is a token; BPE of every r50k token's bytes
     # yields that token, so the GPU (which only merges) may skip the lookup.
