@@ -126,3 +126,8 @@ def test_ceiling_answers_exact_ids_from_its_memo(model, ref, corpus):
     assert one.dtype == np.int32 and one[0].tolist() == ref.encode_ordinary(texts[0]) != []
     assert n.tolist() == [[one.shape[1]]]
     assert len(c._ids) == 3
+    # a byte cap below the first text keeps nothing, and still answers exactly
+    small = model.Ceiling(limit_bytes=1000)
+    for _ in range(2):
+        assert small.encode(texts[0]).tolist() == ref.encode_ordinary(texts[0])
+    assert small._ids == {} and small._bytes == 0

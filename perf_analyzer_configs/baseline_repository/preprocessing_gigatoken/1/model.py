@@ -40,6 +40,7 @@ except ImportError:  # tests import the pure functions without a server
 EOT = 50256
 SPECIAL = "<|endoftext|>"
 CEILING_TEXTS = 4096  # the ceiling's memo: texts kept (perf_analyzer's inputs are a handful)
+CEILING_BYTES = 64 << 20  # ... and their text and ids in bytes at most
 
 
 def default_outputs(batch: int, eot: int, pad: int) -> dict[str, np.ndarray]:
@@ -127,21 +128,24 @@ def _gigatoken_flat(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 class Ceiling:
     """Not a tokenizer: the ids of texts seen before, from a dict (see the module's note).
-    A text not yet held is tokenized by gputok's CPU path; at most CEILING_TEXTS are kept."""
+    A text not yet held is tokenized by gputok's CPU path; at most `limit` texts, holding at
+    most `limit_bytes` of text and ids, are kept (later ones are tokenized every time)."""
 
-    def __init__(self, limit: int = CEILING_TEXTS):
+    def __init__(self, limit: int = CEILING_TEXTS, limit_bytes: int = CEILING_BYTES):
         import gputok
 
         self._tok = gputok.gpt2(device="cpu")
         self._ids: dict[str, np.ndarray] = {}
-        self._limit = limit
+        self._limit, self._limit_bytes, self._bytes = limit, limit_bytes, 0
 
     def encode(self, text: str) -> np.ndarray:
         ids = self._ids.get(text)
         if ids is None:
             ids = self._tok.encode_to_numpy(text).view(np.int32)
-            if len(self._ids) < self._limit:
+            size = len(text) * 4 + ids.nbytes  # a str holds up to 4 bytes a character
+            if len(self._ids) < self._limit and self._bytes + size <= self._limit_bytes:
                 self._ids[text] = ids
+                self._bytes += size
         return ids
 
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
