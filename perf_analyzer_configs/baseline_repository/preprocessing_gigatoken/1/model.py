@@ -20,8 +20,8 @@ tensors to our nine, and Triton's cost per output tensor decided the comparison)
 With the parameter `ceiling` "true" (scripts/serve_plan.py serves it so as
 `preprocessing_ceiling`) it is not a tokenizer but a measurement: each distinct text is
 tokenized once (by gputok's CPU path, at the first request that carries it) and its ids then
-come from a dict of at most CEILING_TEXTS texts, so a request costs everything this model costs
-but the tokenizing. Its requests/s bound what any tokenizer served by this Python-backend
+come from a dict of at most CEILING_TEXTS texts and CEILING_BYTES bytes, so a request costs
+everything this model costs but the tokenizing. Its requests/s bound what any tokenizer served by this Python-backend
 model, with these outputs, can reach on that machine (perf_analyzer sends the same few texts).
 """
 
