@@ -188,9 +188,9 @@ def _add_corpus_output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--batch-mb",
         type=int,
-        default=32,
-        help="the most MB of text per tokenizer call (default: 32); a shard is cut into 4 "
-        "calls or more, none below --min-batch-mb",
+        default=None,
+        help="the most MB of text per tokenizer call (default: 32, 8 for text files); a shard "
+        "is cut into 4 calls or more, none below --min-batch-mb",
     )
     p.add_argument(
         "--min-batch-mb",
@@ -271,7 +271,7 @@ def _run_corpus(args: argparse.Namespace) -> int:
             dashboard=not args.no_dashboard,
             progress=not args.no_progress,
             overwrite=args.overwrite,
-            batch_bytes=args.batch_mb << 20,
+            batch_bytes=None if args.batch_mb is None else args.batch_mb << 20,
             min_batch_bytes=None if args.min_batch_mb is None else int(args.min_batch_mb * 2**20),
             threads_per_worker=args.threads_per_worker,
             workers_per_gpu=args.workers_per_gpu,

@@ -26,6 +26,12 @@ MAX_ID = 65535  # uint16
 
 
 DEFAULT_BATCH_BYTES = 32 << 20  # text per tokenizer call at most: bounds memory, amortizes it
+# The same for text files, whose batches cost little to read: 8 MB calls start the GPU sooner
+# and overlap more. H200, 2026-12-02 (bench/bench_corpus_ab.py, 3 rounds, whole commands, s;
+# bench/results/2026-12-02-corpus-cpu-start-h200.md §3): 1 GB of code in 100 MB text shards
+# 0.82-1.06 at 32 MB, 0.72-0.76 at 8, 0.71-0.73 at 4; Parquet and JSONL were no faster
+# (Parquet in 100 MB shards 0.90-1.00 at 32, 0.95-1.00 at 8), so they keep 32.
+TEXT_BATCH_BYTES = 8 << 20
 
 
 # A shard is cut into at least this many batches (of at least the minimum batch), so that its

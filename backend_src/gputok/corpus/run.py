@@ -16,7 +16,7 @@ per GPU, each with its own tokenizer on that GPU (None: default_workers_per_gpu,
 a GPU's host-side work, Parquet decoding, packing, hashing, then runs in several
 interpreters). batch_bytes / min_batch_bytes: the most
 / the fewest bytes of text per tokenizer call (a shard is cut into at least 4 calls; None:
-4 MB on the GPU, 1 MB on the CPU). client / scheduler: an existing distributed.Client, or a scheduler address; neither
+32 MB, 8 MB for text files / 4 MB on the GPU, 1 MB on the CPU). client / scheduler: an existing distributed.Client, or a scheduler address; neither
 runs in process (see in_process below) or starts a LocalCluster (LocalCUDACluster, one worker per GPU, where dask-cuda is installed
 and a GPU is usable). Raises CorpusError when a shard fails (after the others finished;
 a rerun resumes), CorpusInputError for inputs that cannot be found. fsync=False skips the
@@ -49,7 +49,13 @@ import os
 import time
 from collections.abc import Callable
 
-from ._common import DEFAULT_BATCH_BYTES, ERROR_POLICIES, MANIFEST, CorpusError
+from ._common import (
+    DEFAULT_BATCH_BYTES,
+    ERROR_POLICIES,
+    MANIFEST,
+    TEXT_BATCH_BYTES,
+    CorpusError,
+)
 from .cluster import _ClusterOptions
 from .decoders import parquet_decoder_for_run
 from .discovery import _SHARD_RE, plan_shards
@@ -168,7 +174,7 @@ def tokenize_corpus(
     dashboard: bool = True,
     progress: bool = True,
     overwrite: bool = False,
-    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    batch_bytes: int | None = None,
     min_batch_bytes: int | None = None,
     threads_per_worker: int | None = None,
     workers_per_gpu: int | None = None,
@@ -210,6 +216,8 @@ def tokenize_corpus(
         )  # fmt: skip
         settings = _settings(common)
         previous, on_disk = _check_out_dir(out_dir, set(names), settings, overwrite)
+        if batch_bytes is None:
+            batch_bytes = TEXT_BATCH_BYTES if fmt == "text" else DEFAULT_BATCH_BYTES
         task = dict(device=device, num_threads=num_threads, batch_bytes=batch_bytes,
                     min_batch_bytes=min_batch_bytes, fsync=fsync, hash=hash, fault=_fault,
                     parquet_decoder=parquet_decoder_for_run(parquet_decoder, sum(sizes)))  # fmt: skip
