@@ -185,3 +185,25 @@ def test_regression_a_run_of_plain_files_does_not_import_pyarrow(tmp_path, fmt):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-1] == "False"
+
+
+@pytest.mark.parametrize(("fmt", "want"), [("text", 8 << 20), ("jsonl", 32 << 20)])
+def test_text_files_default_to_smaller_tokenizer_calls(tmp_path, monkeypatch, fmt, want):
+    """Text files are cut into calls of at most 8 MB by default, others 32 MB (corpus/_common.py:
+    measured on the H200); fails with one default for both, checked."""
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / f"a.{'txt' if fmt == 'text' else 'jsonl'}").write_text(
+        "some text\n" if fmt == "text" else '{"text": "some text"}\n'
+    )
+    seen: list[int] = []
+    real = shard.read_shard
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["batch_bytes"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(shard, "read_shard", spy)
+    C.tokenize_corpus([str(d)], tmp_path / "out", format=fmt, device="cpu", in_process=True,
+                      progress=False, log=lambda m: None, task_bytes=0)  # fmt: skip
+    assert seen == [want]
