@@ -8,7 +8,8 @@
 #
 #   FORMAT=text RATE=50 SECONDS_=6 bash scripts/gpu_profile_workers.sh
 #   MODE=command CONFIGS=jsonl:1:20,parquet:1:1 bash scripts/gpu_profile_workers.sh
-#                                     (one in-process command instead: see MODE=command below)
+#                                     (one in-process command instead: see MODE=command below;
+#                                     CORPUS=code for the code corpus)
 #
 # Results in $OUT: prof-1.txt, prof-2.txt (py-spy's raw format: one stack and its sample count
 # a line) and bench.log. At 100 Hz on all 20 processes at once (--subprocesses) py-spy fell
@@ -31,7 +32,7 @@ if [ "${MODE:-workers}" = command ]; then
   WORK=/dev/shm/gputok-prof
   for cfg in $(echo "${CONFIGS:-jsonl:1:20,parquet:1:1}" | tr , ' '); do
     IFS=: read -r fmt gb mb <<<"$cfg"
-    python3 bench/bench_corpus_e2e.py --write-only "$WORK/in" --formats "$fmt" --sizes-gb "$gb" --shard-mb "$mb"
+    python3 bench/bench_corpus_e2e.py --write-only "$WORK/in" --corpora "${CORPUS:-diverse}" --formats "$fmt" --sizes-gb "$gb" --shard-mb "$mb"
     sep=(); [ "$fmt" = text ] && sep=(--text-separator $'\x1e\n')
     cmd=(python3 -m gputok corpus "$WORK/in" -o "$WORK/out" --format "$fmt" "${sep[@]}" --no-fsync --no-progress --overwrite)
     /usr/bin/time -f "$cfg wall %e s (not sampled)" "${cmd[@]}" >/dev/null

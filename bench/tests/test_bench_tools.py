@@ -1,5 +1,6 @@
-"""bench/thread_sampler.py (bench_corpus.py --sample-threads): CPU seconds per thread kind,
-threads that ended before stop() included, and on-CPU frames of busy threads."""
+"""Tools of bench/: thread_sampler.py (bench_corpus.py --sample-threads: CPU seconds per thread
+kind, threads that ended before stop() included, and on-CPU frames of busy threads), and
+bench_corpus_e2e.py's rounds."""
 
 from __future__ import annotations
 
@@ -69,3 +70,41 @@ def test_profile_summary_classes():
         "idle: thread pools and queues": 4,
     }
     assert ps.classify("main;something_else 1") == "other"
+
+
+def test_e2e_rounds_alternate_and_report_each_contenders_median(monkeypatch, tmp_path):
+    """bench_corpus_e2e --rounds: gigatoken then gputok each round, every round's time kept,
+    the median round reported and the ratio taken from the two medians."""
+    import argparse
+
+    import bench_corpus_e2e as e2e
+
+    order: list[str] = []
+    ours, theirs = iter([3.0, 2.0, 1.0]), iter([9.0, 6.0, 3.0])
+    (tmp_path / "a").write_bytes(b"x")
+    monkeypatch.setattr(e2e, "write_inputs", lambda *a: ([tmp_path / "a"], [1], 10))
+    monkeypatch.setattr(e2e, "same_output", lambda *a: (True, 5))
+
+    def gigatoken(job):
+        order.append("gigatoken")
+        return {"wall_s": next(theirs), "encode_s": 0.1}
+
+    def gputok(*a):
+        order.append("gputok")
+        return {"wall_s": next(ours), "startup_s": 0.1, "tasks": 1, "in_process": True}
+
+    monkeypatch.setattr(e2e, "run_gigatoken", gigatoken)
+    monkeypatch.setattr(e2e, "run_gputok", gputok)
+    args = argparse.Namespace(
+        rounds=3,
+        both_modes=set(),
+        gputok_args="",
+        gigatoken_call_gb=2.0,
+        gigatoken_config="tiktoken",
+        other_gigatoken=False,
+    )
+    row = e2e.one_config(args, tmp_path, "diverse", ["d"], "jsonl", 0.001, 1.0)
+    assert order == ["gigatoken", "gputok"] * 3
+    assert row["gputok"]["rounds_s"] == [3.0, 2.0, 1.0]
+    assert row["gputok"]["wall_s"] == 2.0 and row["gigatoken"]["wall_s"] == 6.0
+    assert row["speedup"] == 3.0 and row["exact"]
