@@ -8,7 +8,8 @@ process's spawn: no sampler (py-spy stops the process for each sample, and at 25
 The arguments are `gputok corpus`'s. TRACE_T0 (the shell's clock just before it starts
 Python) makes the first line the interpreter's own start; without it times count from this
 script's first line. The timeline goes to stderr (ms, the process's CPU ms so far, thread,
-step), and as JSON to TRACE_JSON if set.
+step), then the run's stage seconds summed over its shards (CorpusRun.stage_seconds: what its
+tasks waited on), and the timeline as JSON to TRACE_JSON if set.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 T0 = float(os.environ.get("TRACE_T0") or time.time())
 EVENTS: list[tuple[float, float, str, str]] = []
 _LOCK = threading.Lock()
+STAGES: dict = {}  # CorpusRun.stage_seconds of the run, printed last
 
 
 def ev(what: str) -> None:
@@ -78,6 +80,14 @@ def main() -> int:
     wrap(run, "_check_out_dir", "check out dir")
     wrap(run, "_run_here", "run here")
     wrap(run, "_finish", "finish")
+    finish = run._finish
+
+    def finished(*a, **k):  # the run's stage sums: what its tasks waited on
+        got = finish(*a, **k)
+        STAGES.update(got.stage_seconds)
+        return got
+
+    run._finish = finished
     wrap(runners, "group_specs", "group_specs")
     wrap(tasks, "tokenize_group", "task")
     wrap(gputok.Tokenizer, "encode_buffer_uint16", "encode")
@@ -100,6 +110,9 @@ def report() -> None:
     rows = sorted(EVENTS)
     for ms, cpu, th, what in rows:
         print(f"{ms:9.1f} ms  cpu {cpu:7.0f} ms  {th:<28} {what}", file=sys.stderr)
+    if STAGES:
+        sums = ", ".join(f"{k} {v:.2f}" for k, v in STAGES.items())
+        print(f"stage seconds, summed over shards: {sums}", file=sys.stderr)
     if os.environ.get("TRACE_JSON"):
         with open(os.environ["TRACE_JSON"], "w") as f:
             json.dump(rows, f)
