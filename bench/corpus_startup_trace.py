@@ -40,8 +40,9 @@ def ev(what: str) -> None:
         )
 
 
-def wrap(obj, name: str, label: str, every: bool = False) -> None:
-    """obj.name timed: its first call's start and end on each thread (every call: every)."""
+def wrap(obj, name: str, label: str, every: bool = False, then=None) -> None:
+    """obj.name timed: its first call's start and end on each thread (every call: every);
+    ``then`` is given each result."""
     fn = getattr(obj, name)
     seen: set[str] = set()
 
@@ -52,7 +53,10 @@ def wrap(obj, name: str, label: str, every: bool = False) -> None:
         if log:
             ev(f"{label} start")
         try:
-            return fn(*a, **k)
+            got = fn(*a, **k)
+            if then is not None:
+                then(got)
+            return got
         finally:
             if log:
                 ev(f"{label} end")
@@ -79,15 +83,8 @@ def main() -> int:
     wrap(run, "plan_shards", "plan_shards")
     wrap(run, "_check_out_dir", "check out dir")
     wrap(run, "_run_here", "run here")
-    wrap(run, "_finish", "finish")
-    finish = run._finish
-
-    def finished(*a, **k):  # the run's stage sums: what its tasks waited on
-        got = finish(*a, **k)
-        STAGES.update(got.stage_seconds)
-        return got
-
-    run._finish = finished
+    # the run's stage sums: what its tasks waited on
+    wrap(run, "_finish", "finish", then=lambda got: STAGES.update(got.stage_seconds))
     wrap(runners, "group_specs", "group_specs")
     wrap(tasks, "tokenize_group", "task")
     wrap(gputok.Tokenizer, "encode_buffer_uint16", "encode")
